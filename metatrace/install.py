@@ -1,0 +1,105 @@
+"""Installing and removing the rewritten metas on thunder's symbols."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from dataclasses import dataclass, field
+
+from metatrace import cache, pyexec, renames
+from metatrace.codegen import prim_symbols
+from metatrace.loader import load
+from metatrace.recording import recording_meta
+from metatrace.version import warn_if_untested
+
+
+@dataclass
+class _Installed:
+    swapped: list = field(default_factory=list)  # (symbol, original meta)
+    pyexec_undo: list = field(default_factory=list)
+    manifest: dict = field(default_factory=dict)
+    load_failures: dict = field(default_factory=dict)
+
+
+_lock = threading.Lock()
+_installed: _Installed | None = None
+
+
+def _symbols_sharing_meta() -> dict[int, list]:
+    """id(meta) -> every symbol using it: the prim and the executors' copies (e.g. torchex's
+    ``torch_slice_prim_impl`` registered with ``meta=prims.slice_prim.meta``)."""
+    from thunder.extend import get_all_executors
+
+    by_meta: dict[int, list] = {}
+    for sym in prim_symbols().values():
+        by_meta.setdefault(id(sym.meta), []).append(sym)
+    for ex in get_all_executors():
+        for sym in getattr(ex, "opmap", {}).values():
+            if id(sym.meta) in by_meta and sym not in by_meta[id(sym.meta)]:
+                by_meta[id(sym.meta)].append(sym)
+    return by_meta
+
+
+class _Enabled:
+    """Returned by ``enable()``; as a context manager it disables on exit if it enabled."""
+
+    def __init__(self, did_enable: bool):
+        self._did_enable = did_enable
+
+    def __enter__(self) -> _Enabled:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._did_enable:
+            disable()
+
+
+def enable() -> _Enabled:
+    global _installed
+    with _lock:
+        if _installed is not None:
+            return _Enabled(False)
+        warn_if_untested()
+        result = cache.ensure()
+        loaded = load(result.text, result.manifest, result.directory / cache.METAS_FILE)
+        installed = _Installed(manifest=result.manifest, load_failures=loaded.failures)
+        symbols = {pid.name: sym for pid, sym in prim_symbols().items()}
+        sharing = _symbols_sharing_meta()
+        try:
+            for pid_name, rewritten in sorted(loaded.metas.items()):
+                original = symbols[pid_name].meta
+                new_meta = recording_meta(rewritten, inspect.unwrap(original))
+                for sym in sharing[id(original)]:
+                    installed.swapped.append((sym, sym.meta))
+                    object.__setattr__(sym, "meta", new_meta)
+            installed.pyexec_undo = pyexec.register()
+            renames.install()
+        except BaseException:
+            _restore(installed)
+            raise
+        _installed = installed
+        return _Enabled(True)
+
+
+def _restore(installed: _Installed) -> None:
+    for sym, original in reversed(installed.swapped):
+        object.__setattr__(sym, "meta", original)
+    pyexec.unregister(installed.pyexec_undo)
+    renames.uninstall()
+
+
+def disable() -> None:
+    global _installed
+    with _lock:
+        if _installed is None:
+            return
+        _restore(_installed)
+        _installed = None
+
+
+def is_enabled() -> bool:
+    return _installed is not None
+
+
+def installed_manifest() -> dict | None:
+    return None if _installed is None else _installed.manifest

@@ -1,0 +1,94 @@
+"""The meta that thunder calls for a ported prim: the rewritten meta with a recorder around it.
+
+thunder runs a prim's meta with the trace scope switched off (``Symbol.__call__`` pushes ``None``).
+The recorder is the scope below it, the list the prim's own bound symbol will be appended to, so
+recorded shape arithmetic lands just before the prim that needed it. A prim called inside another
+prim's meta records into the outer prim's recorder.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from thunder.core.compile_data import using_symbolic_values
+from thunder.core.langctxs import Languages, langctx
+from thunder.core.proxies import TensorProxy
+from thunder.core.trace import get_tracectx
+
+from thunder.core.proxies import Proxy
+from thunder.core.pytree import tree_iter
+
+from metatrace.runtime import RECORDED, RECORDER, VALUE_PROPAGATION
+
+
+def caller_scope(trace) -> list | None:
+    for scope in reversed(trace.scopes):
+        if scope is not None:
+            return scope
+    return None
+
+
+def _has_tensor(args, kwargs) -> bool:
+    for x in (*args, *kwargs.values()):
+        if isinstance(x, TensorProxy):
+            return True
+        if isinstance(x, (list, tuple)) and any(isinstance(y, TensorProxy) for y in x):
+            return True
+    return False
+
+
+def _needed_names(result) -> set[str]:
+    needed = set()
+    for p in tree_iter(result):
+        if isinstance(p, Proxy):
+            needed.add(p.name)
+            if isinstance(p, TensorProxy):
+                needed.update(s.name for s in p._shape if isinstance(s, Proxy))
+    return needed
+
+
+def prune_unused(recorder: list, recorded: list, result) -> None:
+    """Removes the ops this meta recorded that its result does not depend on (intermediate
+    values of folded formulas, operands of comparisons that only fed a check)."""
+    if not recorded:
+        return
+    needed = _needed_names(result)
+    dead = set()
+    for bsym in reversed(recorded):
+        if any(p.name in needed for p in bsym.flat_proxy_outs):
+            needed.update(p.name for p in bsym.flat_proxy_args)
+        else:
+            dead.add(id(bsym))
+    if dead:
+        recorder[:] = [b for b in recorder if id(b) not in dead]
+        recorded[:] = [b for b in recorded if id(b) not in dead]
+
+
+def recording_meta(rewritten: Callable, original: Callable) -> Callable:
+    """The Symbol.meta to install: ``original``'s signature, ``rewritten``'s body, recording on."""
+
+    @functools.wraps(original)
+    def meta(*args, **kwargs):
+        recorder = RECORDER.get()
+        if recorder is None and using_symbolic_values():
+            trace = get_tracectx()
+            if trace is not None:
+                recorder = caller_scope(trace)
+        if recorder is None:
+            return rewritten(*args, **kwargs)
+        rec_token = RECORDER.set(recorder)
+        vp_token = VALUE_PROPAGATION.set(not _has_tensor(args, kwargs))
+        recorded: list = []
+        recorded_token = RECORDED.set(recorded)
+        try:
+            result = rewritten(*args, **kwargs)
+        finally:
+            RECORDED.reset(recorded_token)
+            VALUE_PROPAGATION.reset(vp_token)
+            RECORDER.reset(rec_token)
+        prune_unused(recorder, recorded, result)
+        RECORDED.get().extend(b for b in recorded if b is not None)  # an outer meta may still prune them
+        return result
+
+    return langctx(Languages.PRIMS)(meta)

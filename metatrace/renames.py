@@ -1,0 +1,47 @@
+"""Carries thunder's input renames into tensor shapes.
+
+After interpretation thunder renames input proxies (the interpreter's ``i3`` becomes the
+argument ``i``) with ``_apply_trace_proxy_rename``, which swaps proxies in bound symbols' arguments
+and outputs but not the size symbols inside an output tensor's shape. Once recorded arithmetic
+folds ``stop - 0`` to ``stop``, a slice's output size *is* the input symbol, so the first
+computation trace would show the stale name with no definition. The wrapper below renames size
+symbols too; tensor proxies are shared between traces, so this is done in place, once.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import thunder.core.jit_ext as jit_ext
+from thunder.core.proxies import TensorProxy, Variable, variableify
+
+_original = jit_ext._apply_trace_proxy_rename
+
+
+def _rename_sizes(bsyms, swapmap: dict[Variable, object], seen: set[int]) -> None:
+    for bsym in bsyms:
+        for p in bsym.flat_proxy_outs:
+            if isinstance(p, TensorProxy) and id(p) not in seen:
+                seen.add(id(p))
+                shape = p._shape
+                renamed = tuple(swapmap.get(variableify(s), s) if not isinstance(s, int) else s for s in shape)
+                if any(a is not b for a, b in zip(shape, renamed)):
+                    p._shape = renamed
+        _rename_sizes(bsym.subsymbols, swapmap, seen)
+
+
+@functools.wraps(_original)
+def apply_trace_proxy_rename(trace, rename_proxy_swapmap=None, name=None):
+    new_trace = _original(trace, rename_proxy_swapmap, name)
+    swapmap = rename_proxy_swapmap if rename_proxy_swapmap is not None else jit_ext.get_jit_ctx()._proxy_swapmap
+    if swapmap:
+        _rename_sizes(new_trace.bound_symbols, swapmap, set())
+    return new_trace
+
+
+def install() -> None:
+    jit_ext._apply_trace_proxy_rename = apply_trace_proxy_rename
+
+
+def uninstall() -> None:
+    jit_ext._apply_trace_proxy_rename = _original

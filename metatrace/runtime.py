@@ -1,0 +1,499 @@
+"""What rewritten metas call (bound to ``_mt`` in the generated module).
+
+Every function here computes exactly what the Python operation it replaces computes. The
+difference is on NumberProxies while a recorder is active (a rewritten meta running during
+tracing with ``cache="symbolic values"``):
+
+- arithmetic is recorded as an ordinary thunder bound symbol (``prims.sub``, ``prims.maximum``,
+  ...) in the scope of the prim's caller, so the result has a producer in the trace;
+- comparisons return a :class:`SymBool` that remembers the relation, so a branch or check that
+  consumes it can be guarded by the relation itself;
+- every place that turns a symbolic number into a Python value (``truth``, ``index``, ``int_``,
+  ``pyval``...) reports the concretization to the active guard sink (see ``metatrace.guards``).
+
+With no recorder active (plain numbers, constant-values caching, a meta called outside a trace)
+each function does exactly what thunder's own code did.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
+from numbers import Number
+from typing import Any
+
+import thunder.core.baseutils as baseutils
+import thunder.core.prims as prims
+from thunder.core.proxies import NumberProxy, TensorProxy, numberproxy
+from thunder.core.proxies import pyval as _thunder_pyval
+from thunder.core.utils import resolve_constraints
+
+from metatrace import sink
+
+# The list of bound symbols that recorded ops go to: the scope of the caller of the prim whose
+# rewritten meta is running. None: record nothing, behave like thunder.
+RECORDER: ContextVar[list | None] = ContextVar("metatrace_recorder", default=None)
+# True while a prim that received no tensor runs: its meta reads input values only to compute the
+# value of its (recorded) output number, which is value propagation, not a decision.
+VALUE_PROPAGATION: ContextVar[bool] = ContextVar("metatrace_value_propagation", default=False)
+
+_MISSING = object()
+
+
+def _is_symbolic(x: Any) -> bool:
+    return isinstance(x, NumberProxy)
+
+
+# ---------------------------------------------------------------------------------------------
+# Recording
+# ---------------------------------------------------------------------------------------------
+
+
+def _record(sym, value: Number, *args: Any) -> NumberProxy:
+    recorder = RECORDER.get()
+    out = numberproxy(type(value), value, constraint=resolve_constraints(*args))
+    bsym = sym.bind(*args, output=out)
+    recorder.append(bsym)
+    RECORDED.get().append(bsym)
+    return out
+
+
+# The bound symbols recorded by the running meta (see recording.prune_unused).
+RECORDED: ContextVar[list] = ContextVar("metatrace_recorded", default=[])
+
+
+def _binary(sym, fn: Callable, fold: Callable | None = None) -> Callable:
+    """An arithmetic operator that records ``sym`` on symbolic operands.
+
+    ``fold(a, b)`` returns an operand when the operation is an identity (``x - 0``) so nothing
+    needs recording, or ``_MISSING``.
+    """
+
+    def op(a, b):
+        if not (_is_symbolic(a) or _is_symbolic(b)) or RECORDER.get() is None:
+            return fn(a, b)
+        if isinstance(a, TensorProxy) or isinstance(b, TensorProxy) or not isinstance(a, (Number, NumberProxy)) or not isinstance(b, (Number, NumberProxy)):
+            return fn(a, b)
+        if fold is not None and (folded := fold(a, b)) is not _MISSING:
+            return folded
+        return _record(sym, fn(_thunder_pyval(a), _thunder_pyval(b)), a, b)
+
+    op.__name__ = fn.__name__
+    return op
+
+
+def _is_literal(x: Any, v: Number) -> bool:
+    return type(x) in (int, float) and x == v
+
+
+def _fold_add(a, b):
+    if _is_literal(b, 0) and not isinstance(a, bool):
+        return a
+    if _is_literal(a, 0) and not isinstance(b, bool):
+        return b
+    return _MISSING
+
+
+def _fold_sub(a, b):
+    return a if _is_literal(b, 0) else _MISSING
+
+
+def _fold_mul(a, b):
+    if _is_literal(b, 1):
+        return a
+    if _is_literal(a, 1):
+        return b
+    return _MISSING
+
+
+def _fold_floordiv(a, b):
+    return a if _is_literal(b, 1) and isinstance(a, NumberProxy) and a.python_type is int else _MISSING
+
+
+_add = _binary(prims.add, operator.add, _fold_add)
+_sub = _binary(prims.sub, operator.sub, _fold_sub)
+
+
+def _is_symbolic_int(x) -> bool:
+    return isinstance(x, NumberProxy) and x.python_type is int
+
+
+def _offset(a, k: int):
+    """``a + k`` for a symbolic int and a literal int, folding chains of constant offsets:
+    ``(x + 1) - 1`` is ``x`` and ``(x + 1) + 2`` is ``x + 3``, so shape formulas like
+    ``(stop - start + stride - 1) // stride`` record only what they compute."""
+    base, total = getattr(a, "_mt_offset", (a, 0))
+    total += k
+    if total == 0:
+        return base
+    out = _record(prims.add, _thunder_pyval(base) + total, base, total) if total > 0 else _record(
+        prims.sub, _thunder_pyval(base) - total, base, -total
+    )
+    out._mt_offset = (base, total)
+    return out
+
+
+def add(a, b):
+    if RECORDER.get() is not None:
+        if _is_symbolic_int(a) and type(b) is int:
+            return _offset(a, b)
+        if _is_symbolic_int(b) and type(a) is int:
+            return _offset(b, a)
+    return _add(a, b)
+
+
+def sub(a, b):
+    if RECORDER.get() is not None and _is_symbolic_int(a) and type(b) is int:
+        return _offset(a, -b)
+    return _sub(a, b)
+mul = _binary(prims.mul, operator.mul, _fold_mul)
+floordiv = _binary(prims.py_floordiv, operator.floordiv, _fold_floordiv)
+mod = _binary(prims.remainder, operator.mod)
+pow = _binary(prims.pow, operator.pow)
+and_ = _binary(prims.bitwise_and, operator.and_)
+or_ = _binary(prims.bitwise_or, operator.or_)
+xor = _binary(prims.bitwise_xor, operator.xor)
+_maximum = _binary(prims.maximum, builtins.max)
+_minimum = _binary(prims.minimum, builtins.min)
+
+
+def truediv(a, b):
+    # prims.div is C-style (truncating) on integers, so only float division can be recorded;
+    # int / int on a symbol is rare in metas and is concretized instead.
+    if (_is_symbolic(a) or _is_symbolic(b)) and RECORDER.get() is not None:
+        if isinstance(_thunder_pyval(a), float) or isinstance(_thunder_pyval(b), float):
+            return _binary(prims.div, operator.truediv)(a, b)
+        return concretize(a, "int / int") / concretize(b, "int / int")
+    return a / b
+
+
+def lshift(a, b):
+    return concretize(a, "<<") << concretize(b, "<<")
+
+
+def rshift(a, b):
+    return concretize(a, ">>") >> concretize(b, ">>")
+
+
+def _unary(sym, fn: Callable) -> Callable:
+    def op(a):
+        if not _is_symbolic(a) or RECORDER.get() is None:
+            return fn(a)
+        return _record(sym, fn(_thunder_pyval(a)), a)
+
+    op.__name__ = fn.__name__
+    return op
+
+
+neg = _unary(prims.neg, operator.neg)
+abs_ = _unary(prims.py_abs, builtins.abs)
+ceil = _unary(prims.ceil, math.ceil)
+floor = _unary(prims.floor, math.floor)
+trunc = _unary(prims.trunc, math.trunc)
+invert = _unary(prims.bitwise_not, operator.invert)
+
+
+def pos(a):
+    return a if _is_symbolic(a) else +a
+
+
+_INPLACE = {
+    "add": (add, operator.iadd),
+    "sub": (sub, operator.isub),
+    "mul": (mul, operator.imul),
+    "truediv": (truediv, operator.itruediv),
+    "floordiv": (floordiv, operator.ifloordiv),
+    "mod": (mod, operator.imod),
+    "pow": (pow, operator.ipow),
+    "and_": (and_, operator.iand),
+    "or_": (or_, operator.ior),
+    "xor": (xor, operator.ixor),
+    "lshift": (lshift, operator.ilshift),
+    "rshift": (rshift, operator.irshift),
+}
+
+
+def iop(name: str, a, b):
+    """``a <op>= b``: records on symbols, mutates in place otherwise (``lst += [x]``)."""
+    recording, inplace = _INPLACE[name]
+    if _is_symbolic(a) or _is_symbolic(b):
+        return recording(a, b)
+    return inplace(a, b)
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparisons and truth
+# ---------------------------------------------------------------------------------------------
+
+_COMPARE: dict[str, Callable] = {
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "lt": operator.lt,
+    "le": operator.le,
+    "gt": operator.gt,
+    "ge": operator.ge,
+}
+# What a comparison of a symbol with itself always is.
+_REFLEXIVE = {"eq": True, "le": True, "ge": True, "ne": False, "lt": False, "gt": False}
+
+
+class SymBool:
+    """The result of comparing symbolic numbers: ``lhs <op> rhs`` and its value on this trace.
+
+    Nothing is recorded until its truth is taken; then the relation (or its negation) becomes a
+    guard. Converting it to ``bool`` anywhere, even in unrewritten code, goes through ``truth``.
+    """
+
+    __slots__ = ("op", "lhs", "rhs", "value")
+
+    def __init__(self, op: str, lhs: Any, rhs: Any, value: bool):
+        self.op, self.lhs, self.rhs, self.value = op, lhs, rhs, value
+
+    def __bool__(self) -> bool:
+        return truth(self)
+
+    def __repr__(self) -> str:
+        return f"SymBool({self.lhs} {self.op} {self.rhs} = {self.value})"
+
+
+def _comparison(name: str) -> Callable:
+    fn = _COMPARE[name]
+
+    def compare(a, b):
+        if not (_is_symbolic(a) or _is_symbolic(b)):
+            return fn(a, b)
+        if not isinstance(a, (Number, NumberProxy)) or not isinstance(b, (Number, NumberProxy)):
+            return fn(a, b)  # NumberProxy == () and the like: thunder's own answer
+        if a is b:
+            return _REFLEXIVE[name]
+        return SymBool(name, a, b, fn(_thunder_pyval(a), _thunder_pyval(b)))
+
+    compare.__name__ = name
+    return compare
+
+
+eq = _comparison("eq")
+ne = _comparison("ne")
+lt = _comparison("lt")
+le = _comparison("le")
+gt = _comparison("gt")
+ge = _comparison("ge")
+
+
+def truth(x) -> bool:
+    """``bool(x)``, reporting the relation it decided when ``x`` is symbolic."""
+    if type(x) is bool:
+        return x
+    if isinstance(x, SymBool):
+        sink.relation(x.op, x.lhs, x.rhs, x.value)
+        return x.value
+    if _is_symbolic(x):
+        value = bool(_thunder_pyval(x))
+        sink.relation("ne", x, 0, value)
+        return value
+    return bool(x)
+
+
+def not_(x) -> bool:
+    return not truth(x)
+
+
+def and_(a, rest: Callable):
+    """``a and rest()`` with Python's semantics (returns an operand)."""
+    return rest() if truth(a) else a
+
+
+def or_(a, rest: Callable):
+    return a if truth(a) else rest()
+
+
+def compare_chain(first, *ops_and_operands):
+    """``first <op1> b <op2> c ...`` with each operand (a thunk) evaluated once, lazily."""
+    left, result = first, True
+    for i in range(0, len(ops_and_operands), 2):
+        name, right = ops_and_operands[i], ops_and_operands[i + 1]()
+        result = _chain_link(name, left, right)
+        if not truth(result):
+            return result
+        left = right
+    return result
+
+
+def _chain_link(name: str, a, b):
+    if name == "in":
+        return contains(b, a)
+    if name == "not in":
+        return not_contains(b, a)
+    if name == "is":
+        return a is b
+    if name == "is not":
+        return a is not b
+    return _comparison(name)(a, b)
+
+
+def contains(container, item) -> bool:
+    """``item in container``: symbolic elements are compared through ``eq`` and guarded."""
+    if not isinstance(item, (Number, NumberProxy)) or isinstance(container, (str, bytes)):
+        return item in container
+    if isinstance(container, (dict, set, frozenset)):
+        return index(item) in container  # hashing: only the value can be looked up
+    if not _is_symbolic(item) and not any(_is_symbolic(el) for el in container):
+        return item in container
+    return any(el is item or truth(eq(el, item)) for el in container)
+
+
+def not_contains(container, item) -> bool:
+    return not contains(container, item)
+
+
+def check(cond, *args, **kwargs) -> None:
+    """thunder's ``check``: same error type and lazy message, with the condition guarded."""
+    baseutils.check(truth(cond), *args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Concretization
+# ---------------------------------------------------------------------------------------------
+
+
+def concretize(x, why: str):
+    """The Python value of ``x``; for a symbol, reports that this value was baked in."""
+    if not _is_symbolic(x):
+        return x
+    value = _thunder_pyval(x)
+    if not VALUE_PROPAGATION.get():
+        sink.static(x, value, why)
+    return value
+
+
+def index(x):
+    """``x`` used as an index or a key: a symbol's value is baked in (static)."""
+    if isinstance(x, SymBool):
+        return truth(x)
+    if not _is_symbolic(x):
+        return x
+    value = _thunder_pyval(x)
+    sink.static(x, value, "index")
+    return value
+
+
+def pyval(x):
+    return concretize(x, "pyval") if _is_symbolic(x) else _thunder_pyval(x)
+
+
+def value_of(x):
+    return concretize(x, ".value") if _is_symbolic(x) else x.value
+
+
+def int_(x=0, *args):
+    return builtins.int(concretize(x, "int()"), *args)
+
+
+def float_(x=0.0):
+    return builtins.float(concretize(x, "float()"))
+
+
+def range_(*args):
+    return builtins.range(*(index(a) for a in args))
+
+
+# ---------------------------------------------------------------------------------------------
+# Builtins over several numbers
+# ---------------------------------------------------------------------------------------------
+
+
+def _extreme(combine: Callable, pick: Callable, builtin: Callable, args, key, default):
+    items = list(args[0]) if len(args) == 1 else list(args)
+    if not any(_is_symbolic(x) for x in items):
+        kwargs = {} if key is None else {"key": key}
+        if default is not _MISSING:
+            kwargs["default"] = default
+        return builtin(*args, **kwargs)
+    if not items:
+        if default is _MISSING:
+            raise ValueError(f"{builtin.__name__}() arg is an empty sequence")
+        return default
+    best = items[0]
+    for x in items[1:]:
+        best = combine(best, x) if key is None else (x if truth(pick(key(x), key(best))) else best)
+    return best
+
+
+def max_(*args, key=None, default=_MISSING):
+    return _extreme(_maximum, gt, builtins.max, args, key, default)
+
+
+def min_(*args, key=None, default=_MISSING):
+    return _extreme(_minimum, lt, builtins.min, args, key, default)
+
+
+def sum_(iterable: Iterable, /, start=0):
+    total = start
+    for x in iterable:
+        total = add(total, x)
+    return total
+
+
+def prod_(iterable: Iterable, /, *, start=1):
+    total = start
+    for x in iterable:
+        total = mul(total, x)
+    return total
+
+
+def divmod_(a, b):
+    if _is_symbolic(a) or _is_symbolic(b):
+        return floordiv(a, b), mod(a, b)
+    return builtins.divmod(a, b)
+
+
+# operator.* functions passed to functools.reduce map to their recording versions.
+_REDUCE_OPS = {operator.add: add, operator.mul: mul, operator.sub: sub, operator.floordiv: floordiv,
+               operator.mod: mod, builtins.max: max_, builtins.min: min_}
+
+
+def reduce_(fn: Callable, iterable: Iterable, initial=_MISSING):
+    fn = _REDUCE_OPS.get(fn, fn)
+    it = iter(iterable)
+    if initial is _MISSING:
+        try:
+            acc = next(it)
+        except StopIteration:
+            raise TypeError("reduce() of empty iterable with no initial value") from None
+    else:
+        acc = initial
+    for x in it:
+        acc = fn(acc, x)
+    return acc
+
+
+# ---------------------------------------------------------------------------------------------
+# Builtins that hash or order their elements: each symbol's value is baked in
+# ---------------------------------------------------------------------------------------------
+
+
+def _concrete_elements(iterable: Iterable, why: str) -> list:
+    return [concretize(x, why) if _is_symbolic(x) else x for x in iterable]
+
+
+def set_(iterable: Iterable = ()) -> set:
+    return builtins.set(_concrete_elements(iterable, "set()"))
+
+
+def frozenset_(iterable: Iterable = ()) -> frozenset:
+    return builtins.frozenset(_concrete_elements(iterable, "frozenset()"))
+
+
+def sorted_(iterable: Iterable, /, *, key=None, reverse=False) -> list:
+    return builtins.sorted(_concrete_elements(iterable, "sorted()"), key=key, reverse=reverse)
+
+
+def hash_(x) -> int:
+    return builtins.hash(concretize(x, "hash()"))
+
+
+def round_(x, ndigits=None):
+    return builtins.round(concretize(x, "round()"), ndigits)

@@ -1,0 +1,33 @@
+"""Where concretizations of symbolic numbers are reported while tracing.
+
+The runtime reports two kinds of events: a relation that a branch or check decided
+(``lhs <op> rhs`` was ``value``) and a value that was baked in (``x == value``). A collector is
+installed for the duration of one trace (see ``metatrace.guards``); with none installed the
+events are dropped, which is thunder's own behaviour.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+
+class Collector(Protocol):
+    def relation(self, op: str, lhs: Any, rhs: Any, value: bool) -> None: ...
+
+    def static(self, x: Any, value: Any, why: str) -> None: ...
+
+
+COLLECTOR: ContextVar[Collector | None] = ContextVar("metatrace_guard_collector", default=None)
+
+
+def relation(op: str, lhs: Any, rhs: Any, value: bool) -> None:
+    collector = COLLECTOR.get()
+    if collector is not None:
+        collector.relation(op, lhs, rhs, value)
+
+
+def static(x: Any, value: Any, why: str) -> None:
+    collector = COLLECTOR.get()
+    if collector is not None:
+        collector.static(x, value, why)

@@ -1,0 +1,125 @@
+"""Makes every truth test on a possibly symbolic value explicit.
+
+A condition (``if``/``elif``/``while``/``assert`` test, the test of a conditional expression, the
+first argument of ``_mt.check``) becomes ``_mt.truth(...)``; ``and``/``or``/``not`` inside a
+condition distribute over it, so ``if a > 0 and b:`` becomes
+``if _mt.truth(_mt.gt(a, 0)) and _mt.truth(b):`` and keeps Python's short-circuiting.
+
+Outside conditions ``and``/``or`` return an operand, not a bool, so ``x or y`` becomes
+``_mt.or_(x, lambda: y)`` and ``not x`` becomes ``_mt.not_(x)``: the runtime takes the truth of the
+left operand (recording the guard) and evaluates the right one only when Python would.
+
+Run after CheckCallTransformer: it recognises ``_mt.check`` calls.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from rewrites._runtime_calls import is_runtime_call, runtime_call, strip_parens, thunk
+
+
+def _is_truth_call(node: cst.BaseExpression) -> bool:
+    return is_runtime_call(node, "truth") or is_runtime_call(node, "not_")
+
+
+def as_condition(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The truth of ``expr`` with every operand of ``and``/``or``/``not`` made explicit."""
+    if isinstance(expr, cst.BooleanOperation):
+        return expr.with_changes(left=as_condition(expr.left), right=as_condition(expr.right))
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        return expr.with_changes(expression=as_condition(expr.expression))
+    if _is_truth_call(expr) or (isinstance(expr, cst.Name) and expr.value in ("True", "False")):
+        return expr
+    return runtime_call("truth", strip_parens(expr)).with_changes(lpar=expr.lpar, rpar=expr.rpar)
+
+
+def _is_explicit_condition(expr: cst.BaseExpression) -> bool:
+    """True when ``expr`` is already built from truth calls only (bool-valued, exact in Python)."""
+    if isinstance(expr, cst.BooleanOperation):
+        return _is_explicit_condition(expr.left) and _is_explicit_condition(expr.right)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        return _is_explicit_condition(expr.expression)
+    return _is_truth_call(expr) or (isinstance(expr, cst.Name) and expr.value in ("True", "False"))
+
+
+class ConditionTransformer(cst.CSTTransformer):
+    def __init__(self) -> None:
+        super().__init__()
+        # and/or/not nodes that sit in a condition position: as_condition rewrites them when the
+        # enclosing statement is left, so the value-position rewrite must not touch them first.
+        self._in_condition: set[int] = set()
+
+    def _mark_condition(self, expr: cst.BaseExpression) -> None:
+        if isinstance(expr, cst.BooleanOperation):
+            self._in_condition.add(id(expr))
+            self._mark_condition(expr.left)
+            self._mark_condition(expr.right)
+        elif isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            self._in_condition.add(id(expr))
+            self._mark_condition(expr.expression)
+
+    def visit_Annotation(self, node: cst.Annotation) -> bool:
+        return False
+
+    def visit_If(self, node: cst.If) -> None:
+        self._mark_condition(node.test)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._mark_condition(node.test)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._mark_condition(node.test)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._mark_condition(node.test)
+
+    def visit_CompIf(self, node: cst.CompIf) -> None:
+        self._mark_condition(node.test)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if is_runtime_call(node, "check") and node.args:
+            self._mark_condition(node.args[0].value)
+
+    # Condition positions: rewritten on the way out, after their children.
+    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        return updated_node.with_changes(test=as_condition(updated_node.test))
+
+    def leave_While(self, original_node: cst.While, updated_node: cst.While) -> cst.While:
+        return updated_node.with_changes(test=as_condition(updated_node.test))
+
+    def leave_Assert(self, original_node: cst.Assert, updated_node: cst.Assert) -> cst.Assert:
+        return updated_node.with_changes(test=as_condition(updated_node.test))
+
+    def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.IfExp:
+        return updated_node.with_changes(test=as_condition(updated_node.test))
+
+    def leave_CompIf(self, original_node: cst.CompIf, updated_node: cst.CompIf) -> cst.CompIf:
+        return updated_node.with_changes(test=as_condition(updated_node.test))
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        if is_runtime_call(updated_node, "check") and updated_node.args:
+            first = updated_node.args[0]
+            return updated_node.with_changes(args=[first.with_changes(value=as_condition(first.value)), *updated_node.args[1:]])
+        return updated_node
+
+    # Value positions: and/or/not whose operands are not already explicit truths.
+    def leave_BooleanOperation(
+        self, original_node: cst.BooleanOperation, updated_node: cst.BooleanOperation
+    ) -> cst.BaseExpression:
+        if id(original_node) in self._in_condition or _is_explicit_condition(updated_node):
+            return updated_node
+        name = "and_" if isinstance(updated_node.operator, cst.And) else "or_"
+        call = runtime_call(name, strip_parens(updated_node.left), thunk(strip_parens(updated_node.right)))
+        return call.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
+
+    def leave_UnaryOperation(
+        self, original_node: cst.UnaryOperation, updated_node: cst.UnaryOperation
+    ) -> cst.BaseExpression:
+        if not isinstance(updated_node.operator, cst.Not):
+            return updated_node
+        if id(original_node) in self._in_condition or _is_explicit_condition(updated_node.expression):
+            return updated_node
+        return runtime_call("not_", strip_parens(updated_node.expression)).with_changes(
+            lpar=updated_node.lpar, rpar=updated_node.rpar
+        )

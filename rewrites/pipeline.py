@@ -1,0 +1,108 @@
+"""Applies every rewrite, in order, to source text.
+
+Order matters in two places: the call renamers run first, while callee names still resolve to
+their qualified names; the conditions pass runs last, because it recognises ``_mt.check`` (from
+the checks pass) and ``_mt.truth`` calls. Everything here is source to source: no thunder import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper
+
+from rewrites.arithmetic import ArithmeticTransformer
+from rewrites.builtin_calls import BuiltinCallTransformer
+from rewrites.checks import CheckCallTransformer
+from rewrites.comparisons import ComparisonTransformer
+from rewrites.concretize import ConcretizingCallTransformer, SubscriptIndexTransformer, ValueAttributeTransformer
+from rewrites.conditions import ConditionTransformer
+from rewrites.call_renamer import merged
+from rewrites.unsupported import Finding, find_unsupported
+
+# Renamers share one qualified-name resolution (the costly part), so they run as one pass.
+CALL_RENAMERS = (CheckCallTransformer, BuiltinCallTransformer, ConcretizingCallTransformer)
+CallRenamers = merged(*CALL_RENAMERS)
+# Then the structural rewrites, which need no metadata.
+STRUCTURAL_TRANSFORMERS: tuple[type[cst.CSTTransformer], ...] = (
+    ValueAttributeTransformer,
+    SubscriptIndexTransformer,
+    ComparisonTransformer,
+    ArithmeticTransformer,
+    ConditionTransformer,
+)
+
+
+class RewriteError(Exception):
+    """The source could not be parsed or rewritten; names the file."""
+
+
+def rewrite_module(module: cst.Module, wrapper: MetadataWrapper | None = None) -> cst.Module:
+    """Every rewrite applied to ``module`` (``wrapper``: its already-resolved metadata, if any)."""
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True) if wrapper is None else wrapper
+    module = wrapper.visit(CallRenamers())
+    for transformer in STRUCTURAL_TRANSFORMERS:
+        module = module.visit(transformer())
+    return module
+
+
+def rewrite_source(source: str) -> str:
+    """All rewrites applied to a module's source text (what the golden tests exercise)."""
+    return rewrite_module(cst.parse_module(source)).code
+
+
+def parse(source: str, filename: str) -> cst.Module:
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as e:
+        raise RewriteError(f"cannot parse {filename}: {e}") from e
+
+
+def top_level_functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
+    return {stmt.name.value: stmt for stmt in module.body if isinstance(stmt, cst.FunctionDef)}
+
+
+def _imports(module: cst.Module) -> list[cst.BaseStatement]:
+    """Module-level import statements: they let qualified names resolve in an extracted module."""
+    out = []
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+        ):
+            out.append(stmt)
+    return out
+
+
+@dataclass(frozen=True)
+class ExtractedFunctions:
+    """Selected functions of one module, rewritten, with the findings of each."""
+
+    code: str  # the rewritten function definitions, in source order, without the imports
+    findings: dict[str, list[Finding]]  # function name -> findings (lines relative to the original file)
+
+
+def rewrite_functions(module: cst.Module, names: Sequence[str], *, first_lines: dict[str, int]) -> ExtractedFunctions:
+    """Rewrites the named top-level functions of ``module``.
+
+    ``first_lines`` maps each name to the line of its ``def`` in the original file so findings
+    point at thunder's source. Only the selected functions are transformed (with the module's
+    imports, so qualified names still resolve): rewriting all of prims.py would be several times
+    slower.
+    """
+    functions = top_level_functions(module)
+    selected = [functions[n] for n in sorted(names, key=lambda n: first_lines[n])]
+    imports = _imports(module)
+    wrapper = MetadataWrapper(cst.Module(body=[*imports, *selected]), unsafe_skip_copy=True)
+    collector = find_unsupported(wrapper)
+    findings: dict[str, list[Finding]] = {fn.name.value: [] for fn in selected}
+    # Attribute each finding to the function whose def precedes it, and move its line to the
+    # original file's numbering.
+    starts = sorted((line, name) for name, line in collector.def_lines.items() if name in findings)
+    for f in collector.findings:
+        line, name = max((s for s in starts if s[0] <= f.line), default=starts[0])
+        findings[name].append(Finding(f.construct, f.line - line + first_lines[name]))
+    rewritten = rewrite_module(wrapper.module, wrapper)
+    body = rewritten.body[len(imports):]
+    return ExtractedFunctions(code=cst.Module(body=body).code, findings=findings)
