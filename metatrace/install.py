@@ -68,7 +68,7 @@ def enable() -> _Enabled:
         try:
             for pid_name, rewritten in sorted(loaded.metas.items()):
                 original = symbols[pid_name].meta
-                new_meta = recording_meta(rewritten, inspect.unwrap(original))
+                new_meta = recording_meta(rewritten, inspect.unwrap(original), pid_name)
                 for sym in sharing[id(original)]:
                     installed.swapped.append((sym, sym.meta))
                     object.__setattr__(sym, "meta", new_meta)

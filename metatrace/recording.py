@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from contextvars import ContextVar
 
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.langctxs import Languages, langctx
@@ -65,18 +66,47 @@ def prune_unused(recorder: list, recorded: list, result) -> None:
         recorded[:] = [b for b in recorded if id(b) not in dead]
 
 
-def recording_meta(rewritten: Callable, original: Callable) -> Callable:
+# Test hook: called as observer(prim_name, original, args, kwargs, result, error) after every
+# rewritten meta (see metatrace.testing). None in normal use.
+OBSERVER: Callable | None = None
+# True while an observer re-runs an original meta: nothing may be recorded then.
+SUSPENDED: ContextVar[bool] = ContextVar("metatrace_suspended", default=False)
+
+
+def recording_meta(rewritten: Callable, original: Callable, prim_name: str) -> Callable:
     """The Symbol.meta to install: ``original``'s signature, ``rewritten``'s body, recording on."""
 
     @functools.wraps(original)
     def meta(*args, **kwargs):
+        if OBSERVER is not None and not SUSPENDED.get():
+            return _observed(prim_name, original, args, kwargs)
+        return _run(args, kwargs)
+
+    def _observed(name, original, args, kwargs):
+        try:
+            result = _run(args, kwargs)
+        except Exception as e:
+            OBSERVER(name, original, args, kwargs, None, e)
+            raise
+        OBSERVER(name, original, args, kwargs, result, None)
+        return result
+
+    def _run(args, kwargs):
         recorder = RECORDER.get()
-        if recorder is None and using_symbolic_values():
+        if SUSPENDED.get():
+            recorder = None
+        elif recorder is None and using_symbolic_values():
             trace = get_tracectx()
             if trace is not None:
                 recorder = caller_scope(trace)
         if recorder is None:
-            return rewritten(*args, **kwargs)
+            # Not recording (no symbolic values, no trace, or an observer's re-run): make sure an
+            # enclosing meta's recorder does not leak in either.
+            token = RECORDER.set(None)
+            try:
+                return rewritten(*args, **kwargs)
+            finally:
+                RECORDER.reset(token)
         rec_token = RECORDER.set(recorder)
         vp_token = VALUE_PROPAGATION.set(not _has_tensor(args, kwargs))
         recorded: list = []

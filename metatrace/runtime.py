@@ -129,9 +129,8 @@ def _offset(a, k: int):
     total += k
     if total == 0:
         return base
-    out = _record(prims.add, _thunder_pyval(base) + total, base, total) if total > 0 else _record(
-        prims.sub, _thunder_pyval(base) - total, base, -total
-    )
+    value = _thunder_pyval(base) + total
+    out = _record(prims.add, value, base, total) if total > 0 else _record(prims.sub, value, base, -total)
     out._mt_offset = (base, total)
     return out
 
@@ -411,7 +410,8 @@ def _extreme(combine: Callable, pick: Callable, builtin: Callable, args, key, de
         kwargs = {} if key is None else {"key": key}
         if default is not _MISSING:
             kwargs["default"] = default
-        return builtin(*args, **kwargs)
+        # args[0] may be a generator that building ``items`` consumed: pass the items instead.
+        return builtin(items, **kwargs) if len(args) == 1 else builtin(*items, **kwargs)
     if not items:
         if default is _MISSING:
             raise ValueError(f"{builtin.__name__}() arg is an empty sequence")

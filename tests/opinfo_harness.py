@@ -26,6 +26,7 @@ import torch
 from torch.testing import assert_close
 
 import thunder
+import thunder.core.devices as devices
 import thunder.core.dtypes as dtypes
 from thunder.tests.framework import custom_comparator
 from thunder.tests.opinfos import OpInfo, SampleInput, opinfos
@@ -73,22 +74,20 @@ class CaseResult:
     known_failure: bool = False  # thunder's own opinfo marks this op xfail/skip on CPU
 
 
-def default_max_samples() -> int | None:
-    """The per-op sample cap: $METATRACE_SWEEP_SAMPLES, else DEFAULT_MAX_SAMPLES_PER_OP.
-
-    None (no cap) when the variable is "0" or "all".
-    """
+def default_max_samples() -> int:
+    """The per-op sample cap: $METATRACE_SWEEP_SAMPLES, else DEFAULT_MAX_SAMPLES_PER_OP (0: no cap)."""
     value = os.environ.get(SAMPLES_ENV_VAR, "").strip().lower()
     if not value:
         return DEFAULT_MAX_SAMPLES_PER_OP
-    return None if value in ("0", "all") else int(value)
+    return 0 if value == "all" else int(value)
 
 
 def pick_dtype(op: OpInfo) -> dtypes.dtype:
-    """float32 where the op supports it, else its first supported dtype (ordered by name)."""
+    """float32 (or complex64) where the op supports it, else its first supported dtype by name."""
     supported = op.dtypes()
-    if dtypes.float32 in supported:
-        return dtypes.float32
+    for preferred in (dtypes.float32, dtypes.complex64):
+        if preferred in supported:
+            return preferred
     return sorted(supported, key=str)[0]
 
 
@@ -111,31 +110,35 @@ def is_known_failure(op: OpInfo) -> bool:
 
 
 def iter_cases(
-    max_samples_per_op: int | None | str = "default",
+    max_samples_per_op: int | None = None,
     *,
     names: set[str] | None = None,
     skipped: dict[str, str] | None = None,
 ) -> Iterator[tuple[OpInfo, SampleInput]]:
     """Yield (opinfo, sample) for every opinfo with a torch reference, sorted by name.
 
-    ``max_samples_per_op`` defaults to ``default_max_samples()``; None means all
-    samples.  ``names`` limits the
-    sweep to those opinfo names.  An op whose dtype choice or sample generation raises
-    is skipped; its reason is stored in ``skipped`` (name -> reason) if given.
+    ``max_samples_per_op`` of None means ``default_max_samples()``, 0 means all
+    samples.  ``names`` limits the sweep to those opinfo names.  An op without CPU
+    support, or whose sample generation raises, is skipped; the reason is stored in
+    ``skipped`` (name -> reason) if given.
     Seeds are reset per op, so the samples are the same on every run.
     """
-    if max_samples_per_op == "default":
+    if max_samples_per_op is None:
         max_samples_per_op = default_max_samples()
     ops = sorted((op for op in opinfos if op.torch_reference is not None), key=lambda op: op.name)
     for op in ops:
         if names is not None and op.name not in names:
+            continue
+        if devices.DeviceType.CPU not in op.devicetypes():
+            if skipped is not None:
+                skipped[op.name] = "no CPU support in its opinfo"
             continue
         try:
             torch.manual_seed(0)
             gen = op.sample_inputs(DEVICE, pick_dtype(op), requires_grad=False)
             samples = []
             for sample in gen:  # generate the whole batch first: a generator may fail midway
-                if max_samples_per_op is not None and len(samples) >= max_samples_per_op:
+                if max_samples_per_op and len(samples) >= max_samples_per_op:
                     break
                 samples.append(sample)
         except Exception as e:
@@ -207,7 +210,7 @@ def _as_flat_function(op_fn: Callable, args: tuple, kwargs: dict) -> tuple[Calla
         if type(x) is slice:
             return f"slice({src(x.start)}, {src(x.stop)}, {src(x.step)})"
         if x is None or x is Ellipsis or type(x) in (bool, str):
-            return repr(x)  # a literal: the jit would proxy a number read from ``c``
+            return repr(x)  # a literal: under symbolic values the jit proxies bools read from ``c``
         consts.append(x)
         return f"c[{len(consts) - 1}]"
 
@@ -238,10 +241,8 @@ def _compare_values(op: OpInfo, sample: SampleInput, actual: Any, expected: Any)
         assert_close(actual, expected, atol=tol, rtol=tol, equal_nan=True)
         return
     except AssertionError:
-        comp = sample.comp
-        for d in _active_decorators(op):
-            if comp is None and isinstance(d, custom_comparator):
-                comp = d.comparator
+        custom = (d.comparator for d in _active_decorators(op) if isinstance(d, custom_comparator))
+        comp = sample.comp or next(custom, None)
         if comp is None:
             raise
     comp(actual, expected, equal_nan=True)
