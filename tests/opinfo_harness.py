@@ -26,7 +26,6 @@ import torch
 from torch.testing import assert_close
 
 import thunder
-import thunder.core.devices as devices
 import thunder.core.dtypes as dtypes
 from thunder.tests.framework import custom_comparator
 from thunder.tests.opinfos import OpInfo, SampleInput, opinfos
@@ -118,20 +117,17 @@ def iter_cases(
     """Yield (opinfo, sample) for every opinfo with a torch reference, sorted by name.
 
     ``max_samples_per_op`` of None means ``default_max_samples()``, 0 means all
-    samples.  ``names`` limits the sweep to those opinfo names.  An op without CPU
-    support, or whose sample generation raises, is skipped; the reason is stored in
-    ``skipped`` (name -> reason) if given.
-    Seeds are reset per op, so the samples are the same on every run.
+    samples.  ``names`` limits the sweep to those opinfo names.  An op whose sample
+    generation raises is skipped; the reason is stored in ``skipped`` (name -> reason)
+    if given.  Seeds are reset per op, so the samples are the same on every run.
+    Ops whose opinfo lists only CUDA (``_grouped_mm``,
+    ``grad_forward_scaled_dot_product_attention``) are kept: they run on CPU.
     """
     if max_samples_per_op is None:
         max_samples_per_op = default_max_samples()
     ops = sorted((op for op in opinfos if op.torch_reference is not None), key=lambda op: op.name)
     for op in ops:
         if names is not None and op.name not in names:
-            continue
-        if devices.DeviceType.CPU not in op.devicetypes():
-            if skipped is not None:
-                skipped[op.name] = "no CPU support in its opinfo"
             continue
         try:
             torch.manual_seed(0)
