@@ -149,11 +149,13 @@ def run_case(op: OpInfo, sample: SampleInput, cache: str = "symbolic values") ->
 
     Never raises for errors in thunder or in the reference: they become the status.
     """
-    # Keep pristine inputs for the reference: deepcopy preserves strides, offsets and
-    # aliasing between arguments, and protects against ops that mutate their inputs.
+    # Thunder and the reference each get their own copy, so an op that mutates its inputs
+    # can neither skew the comparison nor change the sample for a later run_case.
+    # deepcopy preserves strides, storage offsets and aliasing between arguments.
+    args, kwargs = copy.deepcopy((sample.args, sample.kwargs))
     ref_args, ref_kwargs = copy.deepcopy((sample.args, sample.kwargs))
 
-    fn, inputs = _as_flat_function(op.op, sample.args, sample.kwargs)
+    fn, inputs = _as_flat_function(op.op, args, kwargs)
     jfn = None
     try:
         jfn = thunder.jit(fn, cache=cache)

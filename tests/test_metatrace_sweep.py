@@ -1,0 +1,50 @@
+"""Every opinfo sample (CPU, float32 where supported) under ``cache="symbolic values"``:
+with metatrace enabled the strict checker passes on the first computation trace, and every
+sample that works with stock thunder still works and gives the same result (compared with the
+op's torch reference by the harness). Samples per op: $METATRACE_SWEEP_SAMPLES (harness default).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+import thunder
+
+import metatrace
+from metatrace.checker import find_orphans
+from opinfo_harness import iter_cases, run_case
+
+CASES = list(iter_cases())
+OPS = sorted({op.name for op, _ in CASES})
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, list[tuple[str, str, str, list]]]:
+    """op name -> per sample (stock status, metatrace status, metatrace error, orphans)."""
+    assert not metatrace.is_enabled()
+    stock = [run_case(op, sample, cache="symbolic values").status for op, sample in CASES]
+    result: dict[str, list] = defaultdict(list)
+    with metatrace.enable():
+        for (op, sample), stock_status in zip(CASES, stock):
+            r = run_case(op, sample, cache="symbolic values")
+            orphans = []
+            if r.status in ("ok", "mismatch"):
+                orphans = [str(o) for o in find_orphans(thunder.last_traces(r.jfn)[0])]
+            result[op.name].append((stock_status, r.status, (r.error or "")[:400], orphans))
+    return result
+
+
+@pytest.mark.parametrize("op_name", OPS)
+def test_op_under_metatrace(op_name, outcomes):
+    for i, (stock, status, error, orphans) in enumerate(outcomes[op_name]):
+        if stock == "ok":
+            assert status == "ok", f"sample {i}: stock thunder ok, metatrace {status}: {error}"
+        if status == "ok":
+            assert not orphans, f"sample {i}: {orphans[:3]}"
+
+
+def test_sweep_reached_most_ops(outcomes):
+    ok = sum(status == "ok" for per_op in outcomes.values() for _, status, _, _ in per_op)
+    assert len(outcomes) >= 200 and ok >= 0.9 * sum(map(len, outcomes.values()))
