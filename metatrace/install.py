@@ -23,6 +23,8 @@ class _Installed:
 
 _lock = threading.Lock()
 _installed: _Installed | None = None
+# Loaded metas by generated-file hash: enabling again in the same process skips the reload.
+_loaded: dict[str, object] = {}
 
 
 def _symbols_sharing_meta() -> dict[int, list]:
@@ -61,7 +63,10 @@ def enable() -> _Enabled:
             return _Enabled(False)
         warn_if_untested()
         result = cache.ensure()
-        loaded = load(result.text, result.manifest, result.directory / cache.METAS_FILE)
+        key = result.manifest["generated_sha256"]
+        if key not in _loaded:
+            _loaded[key] = load(result.text, result.manifest, result.directory / cache.METAS_FILE)
+        loaded = _loaded[key]
         installed = _Installed(manifest=result.manifest, load_failures=loaded.failures)
         symbols = {pid.name: sym for pid, sym in prim_symbols().items()}
         sharing = _symbols_sharing_meta()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import PositionProvider, QualifiedNameProvider
+from libcst.metadata import QualifiedNameProvider
 
 # Builtins that convert or compare their (possibly symbolic) arguments without going through
 # the runtime (set, sorted, hash, round... are rewritten to concretizing runtime calls).
@@ -28,24 +28,43 @@ class Finding:
         return f"{self.construct} (line {self.line})"
 
 
-class UnsupportedConstructCollector(cst.CSTVisitor):
-    """Collects findings in the visited code; line numbers are relative to the parsed source."""
+_MARKER = "__metatrace_finding__"
 
-    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider)
+
+def line_of(fn: cst.FunctionDef, node: cst.CSTNode, def_line: int) -> int:
+    """Line of ``node`` in the original file, given the line of ``fn``'s ``def`` there.
+
+    Rendering with a marker is cheap for the few nodes that have findings, and spares the
+    codegen a PositionProvider pass over every rewritten function.
+    """
+    marked = cst.Module(body=[fn.with_changes(leading_lines=[])]).deep_replace(node, cst.Name(_MARKER))
+    lines = marked.code.splitlines()
+    def_index = next(i for i, ln in enumerate(lines) if ln.startswith(("def ", "async def ")))
+    marker_index = next(i for i, ln in enumerate(lines) if _MARKER in ln)
+    return def_line + marker_index - def_index
+
+
+class UnsupportedConstructCollector(cst.CSTVisitor):
+    """Collects (top-level function, node, construct) for each finding in the visited module."""
+
+    METADATA_DEPENDENCIES = (QualifiedNameProvider,)
 
     def __init__(self) -> None:
         super().__init__()
-        self.findings: list[Finding] = []
-        self.def_lines: dict[str, int] = {}  # top-level function name -> line of its name token
+        self.raw: list[tuple[cst.FunctionDef, cst.CSTNode, str]] = []
+        self._function: list[cst.FunctionDef] = []
         self._deferred_depth = 0  # inside an and/or operand or comparison chain that becomes a lambda
         # and/or in a condition position stay and/or (of explicit truths): no lambda, no scope change
         self._conditions: set[int] = set()
 
     def _add(self, node: cst.CSTNode, construct: str) -> None:
-        self.findings.append(Finding(construct, self.get_metadata(PositionProvider, node).start.line))
+        self.raw.append((self._function[0], node, construct))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.def_lines.setdefault(node.name.value, self.get_metadata(PositionProvider, node.name).start.line)
+        self._function.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._function.pop()
 
     def visit_Call(self, node: cst.Call) -> None:
         names = {q.name for q in self.get_metadata(QualifiedNameProvider, node.func, set())}
@@ -98,8 +117,13 @@ class UnsupportedConstructCollector(cst.CSTVisitor):
         self._add(node, "global statement")
 
 
-def find_unsupported(wrapper: cst.metadata.MetadataWrapper) -> UnsupportedConstructCollector:
-    """The collector after visiting the wrapped module: its ``findings`` and ``def_lines``."""
+def find_unsupported(wrapper: cst.metadata.MetadataWrapper, def_lines: dict[str, int]) -> dict[str, list[Finding]]:
+    """Top-level function name -> its findings, with lines numbered as in the original file
+    (``def_lines``: the original line of each function's ``def``)."""
     collector = UnsupportedConstructCollector()
     wrapper.visit(collector)
-    return collector
+    findings: dict[str, list[Finding]] = {}
+    for fn, node, construct in collector.raw:
+        name = fn.name.value
+        findings.setdefault(name, []).append(Finding(construct, line_of(fn, node, def_lines[name])))
+    return findings

@@ -74,7 +74,7 @@ class CaseResult:
 
 
 def default_max_samples() -> int:
-    """The per-op sample cap: $METATRACE_SWEEP_SAMPLES, else DEFAULT_MAX_SAMPLES_PER_OP (0: no cap)."""
+    """$METATRACE_SWEEP_SAMPLES ("all" or 0: no cap), else DEFAULT_MAX_SAMPLES_PER_OP."""
     value = os.environ.get(SAMPLES_ENV_VAR, "").strip().lower()
     if not value:
         return DEFAULT_MAX_SAMPLES_PER_OP
@@ -196,7 +196,7 @@ def _as_flat_function(op_fn: Callable, args: tuple, kwargs: dict) -> tuple[Calla
     consts: list = []
 
     def src(x) -> str:
-        if isinstance(x, torch.Tensor) or (isinstance(x, (int, float)) and not isinstance(x, bool)):
+        if isinstance(x, torch.Tensor) or (type(x) is not bool and isinstance(x, (int, float))):
             inputs.append(x)
             return f"x{len(inputs) - 1}"
         if type(x) is list:
@@ -208,7 +208,7 @@ def _as_flat_function(op_fn: Callable, args: tuple, kwargs: dict) -> tuple[Calla
         if type(x) is slice:
             return f"slice({src(x.start)}, {src(x.stop)}, {src(x.step)})"
         if x is None or x is Ellipsis or type(x) in (bool, str):
-            return repr(x)  # a literal: under symbolic values the jit proxies bools read from ``c``
+            return repr(x)  # a literal: the jit would proxy a bool read from ``c``
         consts.append(x)
         return f"c[{len(consts) - 1}]"
 
