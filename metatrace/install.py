@@ -6,7 +6,7 @@ import inspect
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import cache, pyexec, renames
+from metatrace import cache, guard_op, jit_hooks, pyexec, renames, safety_net
 from metatrace.codegen import prim_symbols
 from metatrace.loader import load
 from metatrace.recording import recording_meta
@@ -79,6 +79,9 @@ def enable() -> _Enabled:
                     object.__setattr__(sym, "meta", new_meta)
             installed.pyexec_undo = pyexec.register()
             renames.install()
+            guard_op.register()
+            safety_net.install()
+            jit_hooks.install()
         except BaseException:
             _restore(installed)
             raise
@@ -91,6 +94,9 @@ def _restore(installed: _Installed) -> None:
         object.__setattr__(sym, "meta", original)
     pyexec.unregister(installed.pyexec_undo)
     renames.uninstall()
+    guard_op.unregister()
+    safety_net.uninstall()
+    jit_hooks.uninstall()
 
 
 def disable() -> None:

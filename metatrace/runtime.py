@@ -58,6 +58,7 @@ def _record(sym, value: Number, *args: Any) -> NumberProxy:
     bsym = sym.bind(*args, output=out)
     recorder.append(bsym)
     RECORDED.get().append(bsym)
+    sink.produced(bsym)
     return out
 
 

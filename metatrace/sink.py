@@ -17,6 +17,8 @@ class Collector(Protocol):
 
     def static(self, x: Any, value: Any, why: str) -> None: ...
 
+    def produced(self, bsym: Any) -> None: ...
+
 
 COLLECTOR: ContextVar[Collector | None] = ContextVar("metatrace_guard_collector", default=None)
 
@@ -31,3 +33,10 @@ def static(x: Any, value: Any, why: str) -> None:
     collector = COLLECTOR.get()
     if collector is not None:
         collector.static(x, value, why)
+
+
+def produced(bsym: Any) -> None:
+    """A recorded op: the collector keeps it so guards can be projected even if it is pruned."""
+    collector = COLLECTOR.get()
+    if collector is not None:
+        collector.produced(bsym)

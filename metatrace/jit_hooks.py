@@ -1,0 +1,57 @@
+"""Where metatrace meets thunder.jit: collecting guards during tracing, adding them to the prologue.
+
+- ``jit_ext.jit_ctx`` (the context thunder interprets a function in) also installs a
+  :class:`GuardCollector` under ``cache="symbolic values"``.
+- ``jit_ext.propagate_constraints`` (called before the prologue is built) also turns the
+  collector's guards into prologue constraints, and remembers their readable forms on the
+  computation trace for ``metatrace.explain``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import thunder.core.jit_ext as jit_ext
+from thunder.core.compile_data import using_symbolic_values
+
+from metatrace import sink
+from metatrace.guards import GuardCollector, add_prologue_constraints
+
+_original_jit_ctx = jit_ext.jit_ctx
+_original_propagate = jit_ext.propagate_constraints
+
+
+@contextlib.contextmanager
+def jit_ctx(ctx):
+    if not using_symbolic_values():
+        with _original_jit_ctx(ctx):
+            yield
+        return
+    collector = getattr(ctx, "_metatrace_guards", None)
+    if collector is None:
+        collector = GuardCollector()
+        ctx._metatrace_guards = collector
+    token = sink.COLLECTOR.set(collector)
+    try:
+        with _original_jit_ctx(ctx):
+            yield
+    finally:
+        sink.COLLECTOR.reset(token)
+
+
+def propagate_constraints(ctx, inputs, intermediates, computation_trace):
+    _original_propagate(ctx, inputs, intermediates, computation_trace)
+    collector = getattr(ctx, "_metatrace_guards", None)
+    if collector is not None:
+        texts = add_prologue_constraints(ctx, inputs, computation_trace, collector)
+        computation_trace._metatrace_guard_texts = texts
+
+
+def install() -> None:
+    jit_ext.jit_ctx = jit_ctx
+    jit_ext.propagate_constraints = propagate_constraints
+
+
+def uninstall() -> None:
+    jit_ext.jit_ctx = _original_jit_ctx
+    jit_ext.propagate_constraints = _original_propagate

@@ -1,0 +1,81 @@
+"""Concretizations outside the rewritten metas: thunder's clang/torch layers and user code.
+
+thunder does not interpret its own symbols' code, so there ``bool(n)``, ``n.__index__()``,
+``int(n)``, ``float(n)`` on a NumberProxy read its value silently (``clang.transpose``'s identity
+shortcut, ``utils.canonicalize_dim``, ``_split_n``'s ``range(n)``). While enabled these report to
+the guard collector: a truth test as the relation ``n != 0`` it decided, the others as the value
+baked in. Hashing is left alone: trace printing hashes size proxies.
+
+In user code, ``if flag > 5`` reaches the interpreter's ``bool`` lookaside, which marks the
+proxy static (an equality guard). metatrace's lookaside reports the relation instead, so every
+value on the same side of it reuses the entry.
+"""
+
+from __future__ import annotations
+
+import thunder.core.jit_ext as jit_ext
+from thunder.core.interpreter import default_lookaside
+from thunder.core.proxies import IntegerProxy, NumberProxy
+
+from metatrace import sink
+
+_originals: dict = {}
+
+
+def _bool(self) -> bool:
+    value = _originals["__bool__"](self)
+    sink.relation("ne", self, 0, value)
+    return value
+
+
+def _index(self) -> int:
+    value = _originals["__index__"](self)
+    sink.static(self, value, "__index__")
+    return value
+
+
+def _int(self) -> int:
+    value = _originals["__int__"](self)
+    sink.static(self, self.value, "int()")
+    return value
+
+
+def _float(self) -> float:
+    value = _originals["__float__"](self)
+    sink.static(self, self.value, "float()")
+    return value
+
+
+def _bool_lookaside(wrapped_x):
+    x = wrapped_x.value
+    if isinstance(x, NumberProxy) and sink.COLLECTOR.get() is not None:
+        sink.relation("ne", x, 0, bool(x.value))
+        lookaside = default_lookaside(bool) or bool
+        return lookaside(wrapped_x)
+    return _originals["bool_lookaside"](wrapped_x)
+
+
+def install() -> None:
+    _originals.update(
+        __bool__=NumberProxy.__bool__,
+        __index__=IntegerProxy.__index__,
+        __int__=NumberProxy.__int__,
+        __float__=NumberProxy.__float__,
+        bool_lookaside=jit_ext._general_jit_lookaside_map[bool],
+    )
+    NumberProxy.__bool__ = _bool
+    IntegerProxy.__index__ = _index
+    NumberProxy.__int__ = _int
+    NumberProxy.__float__ = _float
+    jit_ext._general_jit_lookaside_map[bool] = _bool_lookaside
+
+
+def uninstall() -> None:
+    if not _originals:
+        return
+    NumberProxy.__bool__ = _originals["__bool__"]
+    IntegerProxy.__index__ = _originals["__index__"]
+    NumberProxy.__int__ = _originals["__int__"]
+    NumberProxy.__float__ = _originals["__float__"]
+    jit_ext._general_jit_lookaside_map[bool] = _originals["bool_lookaside"]
+    _originals.clear()
