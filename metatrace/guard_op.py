@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from thunder.core.prims import OpTags
 
-from metatrace.guards import check_guard
+from metatrace.guards import check_guards
 
-NAME = "metatrace_guard"
+NAME = "metatrace_guards"
 _symbol = None
 
 
-def _meta(lhs, op: str, rhs, expected: bool, text: str) -> None:
+def _meta(program_id: str, *leaves) -> None:
     return None
 
 
@@ -25,7 +25,7 @@ def register() -> None:
     from thunder.executors.pythonex import ex
 
     assert NAME not in ex.opmap, f"{NAME} is already registered on the python executor"
-    _symbol = ex.register_operator(NAME, meta=_meta, fn=check_guard, tags=[OpTags.DONT_DCE])
+    _symbol = ex.register_operator(NAME, meta=_meta, fn=check_guards, tags=[OpTags.DONT_DCE])
 
 
 def unregister() -> None:

@@ -30,6 +30,7 @@ logger = logging.getLogger("metatrace.guards")
 
 OPS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}
 NEGATION = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}
+MIRROR = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
 SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 # Producers the prologue can replay on numbers (the python executor runs them).
@@ -186,60 +187,139 @@ def describe(x, producers: dict[str, Any], names: dict[str, str] | None = None) 
 
 def describe_guard(guard: Guard, producers: dict[str, Any], names: dict[str, str] | None = None) -> str:
     lhs, rhs = describe(guard.lhs, producers, names), describe(guard.rhs, producers, names)
-    # A truth test of a comparison reads better as the comparison: (flag > 5) != 0 -> flag > 5.
-    if guard.op in ("ne", "eq") and rhs in ("0", "False") and lhs.startswith("(") and any(
-        f" {s} " in lhs for s in ("==", "!=", "<", "<=", ">", ">=")
+    return f"{_unparen(lhs)} {SYMBOLS[guard.op]} {_unparen(rhs)}"
+
+
+def _unparen(text: str) -> str:
+    if text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(text) - 1:
+                return text
+        return text[1:-1]
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# The prologue check: all guards of a cache entry compiled into one Python function
+# ---------------------------------------------------------------------------------------------
+
+_COMPARISONS = {prims.PrimIDs.EQ: "eq", prims.PrimIDs.NE: "ne", prims.PrimIDs.LT: "lt", prims.PrimIDs.LE: "le",
+                prims.PrimIDs.GT: "gt", prims.PrimIDs.GE: "ge"}
+_REFLEXIVE_TRUE = {"eq", "le", "ge"}
+
+
+def normalize(guard: Guard, producers: dict[str, Any]) -> Guard:
+    """``(a > b) != 0`` -> ``a > b`` and ``(a > b) == 0`` -> ``a <= b``: a truth test of a
+    comparison is guarded by the comparison itself (one check, readable)."""
+    while (
+        guard.op in ("ne", "eq")
+        and isinstance(guard.lhs, NumberProxy)
+        and not is_leaf(guard.lhs)
+        and type(guard.rhs) in (int, bool)
+        and guard.rhs == 0
+        and (bsym := producers.get(guard.lhs.name)) is not None
+        and bsym.sym.id in _COMPARISONS
     ):
-        inner = lhs[1:-1]
-        return inner if guard.op == "ne" else f"not ({inner})"
-    text = f"{lhs} {SYMBOLS[guard.op]} {rhs}"
-    return text[1:-1] if False else text
+        op = _COMPARISONS[bsym.sym.id]
+        lhs, rhs = bsym.flat_args[0], bsym.flat_args[1]
+        guard = Guard(op if guard.op == "ne" else NEGATION[op], lhs, rhs, guard.why)
+    if not isinstance(guard.lhs, NumberProxy) and isinstance(guard.rhs, NumberProxy):
+        guard = Guard(MIRROR[guard.op], guard.rhs, guard.lhs, guard.why)  # 1 <= i -> i >= 1
+    return guard
 
 
-# ---------------------------------------------------------------------------------------------
-# The prologue check
-# ---------------------------------------------------------------------------------------------
+def is_tautology(guard: Guard, sizes: set[str]) -> bool:
+    """Holds for every call: ``x <= x``, or a tensor size compared with 0 the way sizes always are."""
+    if guard.lhs is guard.rhs:
+        return guard.op in _REFLEXIVE_TRUE
+    size_lhs = isinstance(guard.lhs, NumberProxy) and guard.lhs.name in sizes
+    size_rhs = isinstance(guard.rhs, NumberProxy) and guard.rhs.name in sizes
+    zero = lambda x: type(x) is int and x == 0  # noqa: E731
+    return (size_lhs and zero(guard.rhs) and guard.op == "ge") or (size_rhs and zero(guard.lhs) and guard.op == "le")
 
 
-def check_guard(lhs, op: str, rhs, expected: bool, text: str) -> None:
-    """Runs in the prologue (python executor). Must raise, not assert: asserts vanish under -O."""
-    if OPS[op](lhs, rhs) is not expected and bool(OPS[op](lhs, rhs)) != expected:
-        logger.debug("guard failed: %s (lhs=%r, rhs=%r)", text, lhs, rhs)
-        raise GuardFailure(f"guard failed: {text}")
+_PY_OPERATORS = {
+    prims.PrimIDs.ADD: "+", prims.PrimIDs.SUB: "-", prims.PrimIDs.MUL: "*", prims.PrimIDs.PY_FLOORDIV: "//",
+    prims.PrimIDs.REMAINDER: "%", prims.PrimIDs.POW: "**", prims.PrimIDs.BITWISE_AND: "&",
+    prims.PrimIDs.BITWISE_OR: "|", prims.PrimIDs.BITWISE_XOR: "^", prims.PrimIDs.EQ: "==", prims.PrimIDs.NE: "!=",
+    prims.PrimIDs.LT: "<", prims.PrimIDs.LE: "<=", prims.PrimIDs.GT: ">", prims.PrimIDs.GE: ">=",
+}
+_PY_FUNCTIONS = {prims.PrimIDs.MAXIMUM: "max", prims.PrimIDs.MINIMUM: "min", prims.PrimIDs.PY_ABS: "abs",
+                 prims.PrimIDs.DIV: "_div"}
+
+
+class GuardProgram:
+    """The guards of one cache entry as one function of the entry's input numbers and sizes.
+
+    Producer chains are written out as Python expressions (``(v0 + 1) // 2 <= v1``), so the
+    prologue pays one call and a few arithmetic operations per guard, not a bound symbol each.
+    """
+
+    def __init__(
+        self, program_id: str, guards: list[Guard], texts: list[str], leaves: list[NumberProxy], producers: dict[str, Any]
+    ):
+        self.program_id = program_id
+        self.texts = texts
+        self.leaves = leaves
+        params = {p.name: f"v{i}" for i, p in enumerate(leaves)}
+        constants: list[Any] = []
+
+        def expr(x) -> str:
+            if isinstance(x, NumberProxy):
+                if x.name in params:
+                    return params[x.name]
+                bsym = producers[x.name]
+                args = [expr(a) for a in bsym.flat_args]
+                if bsym.sym.id in _PY_OPERATORS:
+                    return f"({args[0]} {_PY_OPERATORS[bsym.sym.id]} {args[1]})"
+                if bsym.sym.id == prims.PrimIDs.NEG:
+                    return f"(-{args[0]})"
+                return f"{_PY_FUNCTIONS[bsym.sym.id]}({', '.join(args)})"
+            constants.append(x)
+            return f"_c[{len(constants) - 1}]"
+
+        lines = [f"def guards({', '.join(params.values())}):"]
+        for i, g in enumerate(guards):
+            lines.append(f"    if not ({expr(g.lhs)} {SYMBOLS[g.op]} {expr(g.rhs)}):")
+            lines.append(f"        _fail(_id, _t[{i}])")
+        lines.append("    return None")
+        self.source = "\n".join(lines)
+        namespace = {"_c": tuple(constants), "_t": tuple(texts), "_fail": _fail, "_div": prims._div_numbers,
+                     "_id": program_id}
+        exec(compile(self.source, "<metatrace guards>", "exec"), namespace)
+        self.fn = namespace["guards"]
+
+
+def _fail(program_id: str, text: str) -> None:
+    from metatrace.explain import record_rejection
+
+    logger.debug("guard failed: %s", text)
+    record_rejection(program_id, text)
+    raise GuardFailure(f"guard failed: {text}")
+
+
+# Guard programs by id: the prologue's bound symbol carries the id (a printable string).
+PROGRAMS: dict[str, GuardProgram] = {}
+
+
+def check_guards(program_id: str, *leaves) -> None:
+    """Runs in the prologue (python executor). Raises, never asserts: asserts vanish under -O."""
+    PROGRAMS[program_id].fn(*leaves)
 
 
 @dataclass
-class Replay:
-    """A prologue constraint: replays the producer chain on the prologue's inputs, then checks.
+class ProgramConstraint:
+    """A prologue constraint: thunder calls it with the prologue's proxies for the leaves."""
 
-    thunder calls it as ``constraint(*leaves)`` inside the prologue trace; the leaves it receives
-    are the prologue's own proxies for the inputs.
-    """
-
-    guard: Guard
-    chain: list
-    leaves: list
-    text: str
+    program_id: str
 
     def __call__(self, *leaves):
         from metatrace.guard_op import guard_symbol
 
-        env: dict[str, Any] = {old.name: new for old, new in zip(self.leaves, leaves)}
-
-        def value(x):
-            return env.get(x.name, x) if isinstance(x, Proxy) else x
-
-        for bsym in self.chain:
-            out = bsym.sym(*(value(a) for a in bsym.args), **{k: value(v) for k, v in bsym.kwargs.items()})
-            for old, new in zip(bsym.flat_proxy_outs, [out] if not isinstance(out, (tuple, list)) else out):
-                env[old.name] = new
-        guard_symbol()(value(self.guard.lhs), self.guard.op, value(self.guard.rhs), True, self.text)
-
-    def __eq__(self, other):  # thunder dedupes constraints by comparing their callables
-        return isinstance(other, Replay) and self.text == other.text and self.guard.key() == other.guard.key()
-
-    def __hash__(self):
-        return hash(self.guard.key())
+        guard_symbol()(self.program_id, *leaves)
 
 
 def input_sizes_and_numbers(inputs) -> list[NumberProxy]:
@@ -253,28 +333,47 @@ def input_sizes_and_numbers(inputs) -> list[NumberProxy]:
     return out
 
 
-def add_prologue_constraints(ctx, inputs, computation_trace, collector: GuardCollector) -> list[str]:
-    """Turns the collector's guards into ``ctx`` constraints; returns their readable forms."""
+def _size_names(inputs) -> set[str]:
+    return {s.name for v in inputs if isinstance(p := getattr(v, "proxy", v), TensorProxy)
+            for s in p._shape if isinstance(s, NumberProxy)}
+
+
+def add_prologue_constraints(
+    ctx, inputs, computation_trace, collector: GuardCollector, names: dict[str, str] | None = None
+) -> list[str]:
+    """Turns the collector's guards into one prologue constraint; returns their readable forms."""
     from thunder.clang import check_number_type_and_value
 
     producers = producer_map(computation_trace, collector)
-    texts = []
+    sizes = _size_names(inputs)
+    guards, texts, seen = [], [], set()
+    leaves: dict[str, NumberProxy] = {}
     pin_all = None
     for guard in collector.guards:
+        guard = normalize(guard, producers)
+        if is_tautology(guard, sizes) or guard.key() in seen:
+            continue
+        seen.add(guard.key())
         try:
-            chain, leaves = project([guard.lhs, guard.rhs], producers)
+            _, guard_leaves = project([guard.lhs, guard.rhs], producers)
         except Unprojectable as e:
             pin_all = pin_all or str(e)
             continue
-        if not leaves:
+        if not guard_leaves:
             continue  # constant on both sides: holds for every call
-        text = describe_guard(guard, producers)
-        ctx.add_constraint((Replay(guard, chain, leaves, text), *leaves))
-        texts.append(text)
+        for p in guard_leaves:
+            leaves.setdefault(p.name, p)
+        guards.append(guard)
+        texts.append(describe_guard(guard, producers, names))
+    if guards:
+        program_id = f"g{len(PROGRAMS)}"
+        program = GuardProgram(program_id, guards, texts, list(leaves.values()), producers)
+        PROGRAMS[program_id] = program
+        ctx.add_constraint((ProgramConstraint(program_id), *program.leaves))
     if pin_all is not None:
         # A value we cannot express in terms of the inputs was baked in: only the exact same
         # inputs may reuse this entry.
         for p in input_sizes_and_numbers(inputs):
             ctx.add_constraint((check_number_type_and_value, p, p.value))
-            texts.append(f"{p.name} == {p.value!r} (pinned: {pin_all})")
+            texts.append(f"{(names or {}).get(p.name, p.name)} == {p.value!r} (pinned: {pin_all})")
     return texts

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from metatrace import cache, guard_op, jit_hooks, pyexec, renames, safety_net
 from metatrace.codegen import prim_symbols
+from metatrace.explain import configure_from_environment
 from metatrace.loader import load
 from metatrace.recording import recording_meta
 from metatrace.version import warn_if_untested
@@ -62,6 +63,7 @@ def enable() -> _Enabled:
         if _installed is not None:
             return _Enabled(False)
         warn_if_untested()
+        configure_from_environment()
         result = cache.ensure()
         key = result.manifest["generated_sha256"]
         if key not in _loaded:

@@ -13,8 +13,10 @@ import contextlib
 
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
+from thunder.core.proxies import NumberProxy, TensorProxy
 
 from metatrace import sink
+from metatrace.explain import log_miss
 from metatrace.guards import GuardCollector, add_prologue_constraints
 
 _original_jit_ctx = jit_ext.jit_ctx
@@ -29,6 +31,7 @@ def jit_ctx(ctx):
         return
     collector = getattr(ctx, "_metatrace_guards", None)
     if collector is None:
+        log_miss()  # a new trace under an existing function: say why its entries were rejected
         collector = GuardCollector()
         ctx._metatrace_guards = collector
     token = sink.COLLECTOR.set(collector)
@@ -43,8 +46,20 @@ def propagate_constraints(ctx, inputs, intermediates, computation_trace):
     _original_propagate(ctx, inputs, intermediates, computation_trace)
     collector = getattr(ctx, "_metatrace_guards", None)
     if collector is not None:
-        texts = add_prologue_constraints(ctx, inputs, computation_trace, collector)
-        computation_trace._metatrace_guard_texts = texts
+        add_prologue_constraints(ctx, inputs, computation_trace, collector, input_names(ctx, inputs))
+
+
+def input_names(ctx, inputs) -> dict[str, str]:
+    """Readable names for guard texts: the interpreter's proxies renamed to the function's
+    argument names (``i3`` -> ``i``), input tensor sizes as ``a.shape[2]``."""
+    names = {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}
+    for v in inputs:
+        p = v.proxy
+        if isinstance(p, TensorProxy):
+            for d, s in enumerate(p._shape):
+                if isinstance(s, NumberProxy):
+                    names.setdefault(s.name, f"{names.get(p.name, p.name)}.shape[{d}]")
+    return names
 
 
 def install() -> None:

@@ -1,0 +1,111 @@
+"""Explaining cache entries: which guards each entry checks, and why a call missed them all.
+
+``metatrace.explain(jitted_fn)`` lists, for each cache entry of a ``thunder.jit`` function, the
+guards its prologue checks in readable form (``flag > 5``, ``i <= a.shape[2]``, ``d == 1``),
+metatrace's guards and thunder's own value checks alike.
+
+With ``METATRACE_LOG=recompiles`` (or the ``metatrace.recompiles`` logger at INFO) every cache
+miss logs, like PyTorch's ``TORCH_LOGS=recompiles``, which guard of which entry failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import thunder
+from thunder.core.compile_data import _compile_data
+
+from metatrace import guards
+
+recompile_logger = logging.getLogger("metatrace.recompiles")
+
+
+@dataclass(frozen=True)
+class EntryGuards:
+    index: int
+    guards: list[str]
+
+    def __str__(self) -> str:
+        body = "\n".join(f"  {g}" for g in self.guards) or "  (no guards)"
+        return f"cache entry {self.index}:\n{body}"
+
+
+def _entry_guard_texts(prologue_trace) -> list[str]:
+    texts = []
+    for bsym in prologue_trace.bound_symbols:
+        name = bsym.sym.name
+        if name == "metatrace_guards":
+            program = guards.PROGRAMS.get(bsym.args[0])
+            texts.extend(program.texts if program is not None else [f"guard program {bsym.args[0]} (not loaded)"])
+        elif name in ("check_number_type_and_value", "check_string_value", "check_literal_like", "check_len"):
+            subject, value = bsym.args[0], bsym.args[1]
+            subject_name = getattr(subject, "name", repr(subject))
+            if subject_name.startswith("cache_info"):
+                continue
+            texts.append(f"len({subject_name}) == {value!r}" if name == "check_len" else f"{subject_name} == {value!r}")
+        elif name in ("check_tensor_metadata", "check_tensor_shape_and_metadata"):
+            t, shape, device, dtype, requires_grad = bsym.args[:5]
+            fixed = [f"{t.name}.shape[{d}] == {s}" for d, s in enumerate(shape) if isinstance(s, int)]
+            texts.append(f"{t.name}: rank {len(shape)}, {dtype}, {device}, requires_grad={requires_grad}")
+            texts.extend(fixed)
+    return texts
+
+
+def explain(jitted_fn) -> list[EntryGuards]:
+    """The guards of every cache entry of ``jitted_fn``, oldest entry first."""
+    cs = thunder.compile_stats(jitted_fn)
+    if cs is None:
+        raise ValueError("not a thunder.jit function")
+    return [EntryGuards(i, _entry_guard_texts(entry.prologue_traces[-1])) for i, entry in enumerate(cs.interpreter_cache)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Recompile logging
+# ---------------------------------------------------------------------------------------------
+
+
+def record_rejection(program_id: str, text: str) -> None:
+    """Called by a failing guard program: remembers it for the miss report of this call."""
+    try:
+        _, cs = _compile_data.get()
+    except LookupError:
+        return
+    if cs is not None:
+        rejections = getattr(cs, "_metatrace_rejections", None)
+        if rejections is None or rejections[0] != cs.calls:
+            rejections = (cs.calls, {})
+            cs._metatrace_rejections = rejections
+        rejections[1][program_id] = text
+
+
+def log_miss() -> None:
+    """On a cache miss (a new trace starts): one line per existing entry saying why it was rejected."""
+    if not recompile_logger.isEnabledFor(logging.INFO):
+        return
+    try:
+        _, cs = _compile_data.get()
+    except LookupError:
+        return
+    if cs is None or not cs.interpreter_cache:
+        return
+    calls, failed = getattr(cs, "_metatrace_rejections", (None, {}))
+    failed = failed if calls == cs.calls else {}
+    lines = []
+    for i, entry in enumerate(cs.interpreter_cache):
+        program_ids = [b.args[0] for b in entry.prologue_traces[-1].bound_symbols if b.sym.name == "metatrace_guards"]
+        reason = next((failed[p] for p in program_ids if p in failed), None)
+        lines.append(f"  entry {i}: guard failed: {reason}" if reason else
+                     f"  entry {i}: rejected by thunder's own prologue checks (a static value, rank, dtype or device)")
+    recompile_logger.info("Recompiling (call %d, %d cache entries):\n%s", cs.calls, len(cs.interpreter_cache), "\n".join(lines))
+
+
+def configure_from_environment() -> None:
+    """METATRACE_LOG=recompiles sends the recompile log to stderr."""
+    if "recompiles" in os.environ.get("METATRACE_LOG", "").split(","):
+        if not recompile_logger.handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("[metatrace] %(message)s"))
+            recompile_logger.addHandler(handler)
+        recompile_logger.setLevel(logging.INFO)
