@@ -11,29 +11,47 @@ from __future__ import annotations
 from thunder.core.prims import OpTags
 
 from metatrace.guards import check_guards
+from metatrace.structure import check_structure
 
 NAME = "metatrace_guards"
+STRUCTURE_NAME = "metatrace_structure"
 _symbol = None
+_structure_symbol = None
 
 
 def _meta(program_id: str, *leaves) -> None:
     return None
 
 
+def _structure_meta(structure_id: str, value) -> None:
+    return None
+
+
 def register() -> None:
-    global _symbol
+    global _symbol, _structure_symbol
     from thunder.executors.pythonex import ex
 
-    assert NAME not in ex.opmap, f"{NAME} is already registered on the python executor"
+    for name in (NAME, STRUCTURE_NAME):
+        assert name not in ex.opmap, f"{name} is already registered on the python executor"
     _symbol = ex.register_operator(NAME, meta=_meta, fn=check_guards, tags=[OpTags.DONT_DCE])
+    _structure_symbol = ex.register_operator(
+        STRUCTURE_NAME, meta=_structure_meta, fn=check_structure, tags=[OpTags.DONT_DCE]
+    )
 
 
 def unregister() -> None:
-    global _symbol
+    global _symbol, _structure_symbol
     from thunder.executors.pythonex import ex
 
     ex.opmap.pop(NAME, None)
-    _symbol = None
+    ex.opmap.pop(STRUCTURE_NAME, None)
+    _symbol = _structure_symbol = None
+
+
+def structure_symbol():
+    if _structure_symbol is None:
+        raise RuntimeError("metatrace is not enabled: the prologue structure check is not registered")
+    return _structure_symbol
 
 
 def guard_symbol():

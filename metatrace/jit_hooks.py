@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
@@ -18,14 +19,36 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 from metatrace import sink
 from metatrace.explain import log_miss
 from metatrace.guards import GuardCollector, add_prologue_constraints
+from metatrace.structure import add_structure_constraints
 
 _original_jit_ctx = jit_ext.jit_ctx
 _original_propagate = jit_ext.propagate_constraints
+_original_interpret = jit_ext.interpret
+
+
+def interpret(fn, *args, **kwargs):
+    """thunder's interpreter, remembering the call's arguments on the jit context (for the
+    structure guards of the prologue)."""
+    jfn = _original_interpret(fn, *args, **kwargs)
+
+    @functools.wraps(jfn)
+    def remembering(*call_args, **call_kwargs):
+        try:
+            jit_ext.get_jit_ctx()._metatrace_call = (call_args, call_kwargs)
+        except LookupError:
+            pass
+        try:
+            return jfn(*call_args, **call_kwargs)
+        finally:
+            remembering._last_interpreter_log = getattr(jfn, "_last_interpreter_log", None)
+
+    return remembering
 
 
 @contextlib.contextmanager
 def jit_ctx(ctx):
     if not using_symbolic_values():
+        ctx._metatrace_guards = None
         with _original_jit_ctx(ctx):
             yield
         return
@@ -44,6 +67,9 @@ def jit_ctx(ctx):
 
 def propagate_constraints(ctx, inputs, intermediates, computation_trace):
     _original_propagate(ctx, inputs, intermediates, computation_trace)
+    call = getattr(ctx, "_metatrace_call", None)
+    if call is not None:
+        add_structure_constraints(ctx, computation_trace, *call)
     collector = getattr(ctx, "_metatrace_guards", None)
     if collector is not None:
         add_prologue_constraints(ctx, inputs, computation_trace, collector, input_names(ctx, inputs))
@@ -65,8 +91,10 @@ def input_names(ctx, inputs) -> dict[str, str]:
 def install() -> None:
     jit_ext.jit_ctx = jit_ctx
     jit_ext.propagate_constraints = propagate_constraints
+    jit_ext.interpret = interpret
 
 
 def uninstall() -> None:
     jit_ext.jit_ctx = _original_jit_ctx
     jit_ext.propagate_constraints = _original_propagate
+    jit_ext.interpret = _original_interpret

@@ -261,3 +261,43 @@ def _compare_metadata(actual: Any, expected: Any) -> None:
 def _describe(e: BaseException, limit: int = 500) -> str:
     msg = f"{type(e).__name__}: {e}"
     return msg if len(msg) <= limit else msg[:limit] + "..."
+
+
+def run_shared(op: OpInfo, samples: list[SampleInput], cache: str) -> list[CaseResult]:
+    """All ``samples`` of ``op`` through ONE ``thunder.jit`` function, in order.
+
+    This is how a user reuses a compiled function: a later sample may hit a cache entry traced
+    for an earlier one. Its numbers reach the jit as real inputs (nested in lists and tuples as
+    the sample has them), so under "symbolic values" they are symbols the prologue must guard.
+    """
+
+    def call_op(*args, **kwargs):
+        return op.op(*args, **kwargs)
+
+    jfn = thunder.jit(call_op, cache=cache)
+    results = []
+    for sample in samples:
+        args, kwargs = copy.deepcopy((sample.args, sample.kwargs))
+        ref_args, ref_kwargs = copy.deepcopy((sample.args, sample.kwargs))
+        try:
+            torch.manual_seed(0)
+            actual = jfn(*args, **kwargs)
+        except Exception as e:
+            results.append(CaseResult(op.name, "thunder_error", _describe(e), jfn, is_known_failure(op)))
+            continue
+        try:
+            torch.manual_seed(0)
+            expected = op.torch_reference(*ref_args, **ref_kwargs)
+        except Exception as e:
+            results.append(CaseResult(op.name, "reference_error", _describe(e), jfn, is_known_failure(op)))
+            continue
+        try:
+            if is_random(op):
+                _compare_metadata(actual, expected)
+            else:
+                _compare_values(op, sample, actual, expected)
+        except Exception as e:
+            results.append(CaseResult(op.name, "mismatch", _describe(e), jfn, is_known_failure(op)))
+            continue
+        results.append(CaseResult(op.name, "ok", None, jfn, is_known_failure(op)))
+    return results

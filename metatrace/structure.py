@@ -1,0 +1,93 @@
+"""Prologue completeness: what the trace never read is guarded too.
+
+thunder's prologue checks only what the trace read. An argument the trace never looked into
+(``torch.flip(a, ())`` reads no element of ``()``, so nothing checks its length) or read as a
+constant (``rounding_mode="trunc"``, ``dim=None``, a dtype) is not guarded at all, and a call with
+another one reuses the entry. For every argument that is not a tensor or a number, metatrace adds
+a check of its structure: container types, lengths and dict keys, the types of numbers and
+tensors inside, and the values of the other leaves (strings, None, bools, dtypes, devices).
+Numbers and tensors stay the business of thunder's checks and metatrace's guards: a number the
+trace never read cannot change its result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst
+from thunder.core.proxies import Proxy
+
+CONTAINERS = (list, tuple, dict, slice)
+# Leaves guarded by value: a trace bakes them in as constants.
+VALUE_TYPES = (str, bool, torch.dtype, torch.device, torch.layout, torch.memory_format)
+
+
+def describe(x: Any) -> Any:
+    if type(x) in (list, tuple):
+        return (type(x).__name__, tuple(describe(e) for e in x))
+    if type(x) is dict:
+        return ("dict", tuple((k, describe(v)) for k, v in x.items()))
+    if type(x) is slice:
+        return ("slice", describe(x.start), describe(x.stop), describe(x.step))
+    if isinstance(x, torch.Tensor):
+        return "tensor"
+    if type(x) in (int, float, complex):
+        return type(x).__name__
+    if x is None or x is Ellipsis or type(x) in VALUE_TYPES:
+        return ("value", x)
+    return type(x).__name__
+
+
+class StructureMismatch(Exception):
+    pass
+
+
+# Expected structures by id: the prologue's bound symbol carries the id (a printable string).
+EXPECTED: dict[str, Any] = {}
+
+
+def check_structure(structure_id: str, value: Any) -> None:
+    if describe(value) != EXPECTED[structure_id]:
+        raise StructureMismatch(f"argument structure changed: expected {EXPECTED[structure_id]}, got {describe(value)}")
+
+
+class StructureConstraint:
+    def __init__(self, structure_id: str):
+        self.structure_id = structure_id
+
+    def __call__(self, value_proxy):
+        from metatrace.guard_op import structure_symbol
+
+        structure_symbol()(self.structure_id, value_proxy)
+
+
+def _argument_proxy(source: PseudoInst, key: int | str) -> Proxy:
+    """A proxy whose history makes the prologue unpack ``args[key]`` (or ``kwargs[key]``)."""
+    history = ProvenanceRecord(
+        PseudoInst.BINARY_SUBSCR,
+        inputs=[ProvenanceRecord(source, inputs=[]), ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=key)],
+    )
+    return Proxy(prefix="arg", history=history)
+
+
+def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict) -> list[str]:
+    """Adds a structure check of each container argument; ``trace`` names the new proxies."""
+    from thunder.core.trace import tracectx
+
+    texts = []
+    items = [(PseudoInst.INPUT_ARGS, i, a) for i, a in enumerate(args)]
+    items += [(PseudoInst.INPUT_KWARGS, k, v) for k, v in kwargs.items()]
+    for source, key, value in items:
+        if isinstance(value, torch.Tensor) or type(value) in (int, float, complex):
+            continue  # thunder's own checks and metatrace's guards cover what the trace read
+        if type(value) not in CONTAINERS and value is not None and value is not Ellipsis and type(value) not in VALUE_TYPES:
+            continue  # modules, functions, ...: thunder's provenance tracking covers them
+        structure_id = f"s{len(EXPECTED)}"
+        EXPECTED[structure_id] = describe(value)
+        with tracectx(trace):
+            proxy = _argument_proxy(source, key)
+        ctx.add_constraint((StructureConstraint(structure_id), proxy))
+        where = f"args[{key}]" if source is PseudoInst.INPUT_ARGS else f"kwargs[{key!r}]"
+        texts.append(f"structure of {where}: {EXPECTED[structure_id]}")
+    return texts
