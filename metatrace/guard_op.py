@@ -23,7 +23,7 @@ def _meta(program_id: str, *leaves) -> None:
     return None
 
 
-def _structure_meta(structure_id: str, value) -> None:
+def _structure_meta(structure_id: str, value, *aliased) -> None:
     return None
 
 

@@ -47,7 +47,14 @@ class StructureMismatch(Exception):
 EXPECTED: dict[str, Any] = {}
 
 
-def check_structure(structure_id: str, value: Any) -> None:
+ALIAS = ("alias of an earlier argument",)
+
+
+def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
+    if EXPECTED[structure_id] == ALIAS:
+        if value is not aliased[0]:
+            raise StructureMismatch("argument aliasing changed: the trace used one object for both arguments")
+        return
     if describe(value) != EXPECTED[structure_id]:
         raise StructureMismatch(f"argument structure changed: expected {EXPECTED[structure_id]}, got {describe(value)}")
 
@@ -56,10 +63,10 @@ class StructureConstraint:
     def __init__(self, structure_id: str):
         self.structure_id = structure_id
 
-    def __call__(self, value_proxy):
+    def __call__(self, value_proxy, *aliased):
         from metatrace.guard_op import structure_symbol
 
-        structure_symbol()(self.structure_id, value_proxy)
+        structure_symbol()(self.structure_id, value_proxy, *aliased)
 
 
 def _argument_proxy(source: PseudoInst, key: int | str) -> Proxy:
@@ -76,6 +83,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict) -> list[str
     from thunder.core.trace import tracectx
 
     texts = []
+    first_seen: dict[int, Proxy] = {}  # id of a container argument -> the proxy of its first occurrence
     items = [(PseudoInst.INPUT_ARGS, i, a) for i, a in enumerate(args)]
     items += [(PseudoInst.INPUT_KWARGS, k, v) for k, v in kwargs.items()]
     for source, key, value in items:
@@ -84,10 +92,18 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict) -> list[str
         if type(value) not in CONTAINERS and value is not None and value is not Ellipsis and type(value) not in VALUE_TYPES:
             continue  # modules, functions, ...: thunder's provenance tracking covers them
         structure_id = f"s{len(EXPECTED)}"
-        EXPECTED[structure_id] = describe(value)
         with tracectx(trace):
             proxy = _argument_proxy(source, key)
-        ctx.add_constraint((StructureConstraint(structure_id), proxy))
         where = f"args[{key}]" if source is PseudoInst.INPUT_ARGS else f"kwargs[{key!r}]"
+        if type(value) in CONTAINERS and id(value) in first_seen:
+            # The trace read one object through both arguments: a call with two objects must miss.
+            EXPECTED[structure_id] = ALIAS
+            ctx.add_constraint((StructureConstraint(structure_id), proxy, first_seen[id(value)]))
+            texts.append(f"{where} is the same object as an earlier argument")
+            continue
+        if type(value) in CONTAINERS:
+            first_seen[id(value)] = proxy
+        EXPECTED[structure_id] = describe(value)
+        ctx.add_constraint((StructureConstraint(structure_id), proxy))
         texts.append(f"structure of {where}: {EXPECTED[structure_id]}")
     return texts
