@@ -228,6 +228,12 @@ def normalize(guard: Guard, producers: dict[str, Any]) -> Guard:
         guard = Guard(op if guard.op == "ne" else NEGATION[op], lhs, rhs, guard.why)
     if not isinstance(guard.lhs, NumberProxy) and isinstance(guard.rhs, NumberProxy):
         guard = Guard(MIRROR[guard.op], guard.rhs, guard.lhs, guard.why)  # 1 <= i -> i >= 1
+    elif (
+        guard.op in ("eq", "ne")
+        and isinstance(guard.rhs, NumberProxy)
+        and guard.rhs.name < guard.lhs.name
+    ):
+        guard = Guard(guard.op, guard.rhs, guard.lhs, guard.why)  # one order for a == b and b == a
     return guard
 
 
@@ -357,6 +363,7 @@ def add_prologue_constraints(
         try:
             _, guard_leaves = project([guard.lhs, guard.rhs], producers)
         except Unprojectable as e:
+            logger.debug("cannot project %s %s %s (%s): %s", guard.lhs, guard.op, guard.rhs, guard.why, e)
             pin_all = pin_all or str(e)
             continue
         if not guard_leaves:

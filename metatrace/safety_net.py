@@ -6,6 +6,12 @@ shortcut, ``utils.canonicalize_dim``, ``_split_n``'s ``range(n)``). While enable
 the guard collector: a truth test as the relation ``n != 0`` it decided, the others as the value
 baked in. Hashing is left alone: trace printing hashes size proxies.
 
+Unrewritten thunder code that a meta calls (``TensorProxy(...)`` checks its shape with
+``baseutils.check_valid_shape``) compares and adds NumberProxies while the trace scope is
+switched off, which makes numbers with no producer. While a prim's meta runs, NumberProxy's
+comparison and arithmetic operators therefore go through metatrace's runtime: comparisons give a
+relation the guards can express, arithmetic is recorded like the rewritten metas' own.
+
 In user code, ``if flag > 5`` reaches the interpreter's ``bool`` lookaside, which marks the
 proxy static (an equality guard). metatrace's lookaside reports the relation instead, so every
 value on the same side of it reuses the entry.
@@ -17,9 +23,50 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import default_lookaside
 from thunder.core.proxies import IntegerProxy, NumberProxy
 
+from thunder.core.trace import get_tracectx
+
+import metatrace.runtime as runtime
 from metatrace import sink
 
 _originals: dict = {}
+
+# NumberProxy operator -> (runtime function, whether its operands are swapped)
+_COMPARISONS = {"__eq__": runtime.eq, "__ne__": runtime.ne, "__lt__": runtime.lt, "__le__": runtime.le,
+                "__gt__": runtime.gt, "__ge__": runtime.ge}
+_ARITHMETIC = {"__add__": (runtime.add, False), "__radd__": (runtime.add, True), "__sub__": (runtime.sub, False),
+               "__rsub__": (runtime.sub, True), "__mul__": (runtime.mul, False), "__rmul__": (runtime.mul, True),
+               "__floordiv__": (runtime.floordiv, False), "__rfloordiv__": (runtime.floordiv, True),
+               "__mod__": (runtime.mod, False), "__rmod__": (runtime.mod, True)}
+
+
+def _in_meta() -> bool:
+    """True while a prim's meta runs: the trace's innermost scope is switched off."""
+    trace = get_tracectx()
+    return trace is not None and bool(trace.scopes) and trace.scopes[-1] is None
+
+
+def _comparison(name: str, fn):
+    original = getattr(NumberProxy, name)
+
+    def compare(self, other):
+        if isinstance(other, (int, float, NumberProxy)) and sink.COLLECTOR.get() is not None and _in_meta():
+            return fn(self, other)
+        return original(self, other)
+
+    compare.__name__ = name
+    return compare
+
+
+def _arithmetic(name: str, fn, swapped: bool):
+    original = getattr(NumberProxy, name)
+
+    def arithmetic(self, other):
+        if isinstance(other, (int, float, NumberProxy)) and runtime.RECORDER.get() is not None and _in_meta():
+            return fn(other, self) if swapped else fn(self, other)
+        return original(self, other)
+
+    arithmetic.__name__ = name
+    return arithmetic
 
 
 def _bool(self) -> bool:
@@ -63,6 +110,12 @@ def install() -> None:
         __float__=NumberProxy.__float__,
         bool_lookaside=jit_ext._general_jit_lookaside_map[bool],
     )
+    for name, fn in _COMPARISONS.items():
+        _originals[name] = NumberProxy.__dict__[name]
+        setattr(NumberProxy, name, _comparison(name, fn))
+    for name, (fn, swapped) in _ARITHMETIC.items():
+        _originals[name] = NumberProxy.__dict__[name]
+        setattr(NumberProxy, name, _arithmetic(name, fn, swapped))
     NumberProxy.__bool__ = _bool
     IntegerProxy.__index__ = _index
     NumberProxy.__int__ = _int
@@ -73,6 +126,8 @@ def install() -> None:
 def uninstall() -> None:
     if not _originals:
         return
+    for name in (*_COMPARISONS, *_ARITHMETIC):
+        setattr(NumberProxy, name, _originals[name])
     NumberProxy.__bool__ = _originals["__bool__"]
     IntegerProxy.__index__ = _originals["__index__"]
     NumberProxy.__int__ = _originals["__int__"]
