@@ -10,7 +10,7 @@ from metatrace import cache, guard_op, jit_hooks, pyexec, renames, safety_net
 from metatrace.codegen import prim_symbols
 from metatrace.explain import configure_from_environment
 from metatrace.loader import load
-from metatrace.recording import recording_meta
+from metatrace.recording import fallback_meta, recording_meta
 from metatrace.version import warn_if_untested
 
 
@@ -57,7 +57,9 @@ class _Enabled:
             disable()
 
 
-def enable() -> _Enabled:
+def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
+    """Installs the rewritten metas. ``force_fallback``: PrimIDs names to run as fallbacks even
+    though they are ported (for tests and for bisecting a suspected rewrite)."""
     global _installed
     with _lock:
         if _installed is not None:
@@ -72,13 +74,20 @@ def enable() -> _Enabled:
         installed = _Installed(manifest=result.manifest, load_failures=loaded.failures)
         symbols = {pid.name: sym for pid, sym in prim_symbols().items()}
         sharing = _symbols_sharing_meta()
+        unknown = set(force_fallback) - set(symbols)
+        if unknown:
+            raise ValueError(f"force_fallback names unknown prims: {sorted(unknown)}")
         try:
-            for pid_name, rewritten in sorted(loaded.metas.items()):
-                original = symbols[pid_name].meta
-                new_meta = recording_meta(rewritten, inspect.unwrap(original), pid_name)
-                for sym in sharing[id(original)]:
-                    installed.swapped.append((sym, sym.meta))
-                    object.__setattr__(sym, "meta", new_meta)
+            for pid_name, sym in sorted(symbols.items()):
+                original = sym.meta
+                rewritten = loaded.metas.get(pid_name)
+                if rewritten is not None and pid_name not in force_fallback:
+                    new_meta = recording_meta(rewritten, inspect.unwrap(original), pid_name)
+                else:  # a fallback in the manifest, a meta that failed to load, or forced
+                    new_meta = fallback_meta(inspect.unwrap(original), pid_name)
+                for shared in sharing[id(original)]:
+                    installed.swapped.append((shared, shared.meta))
+                    object.__setattr__(shared, "meta", new_meta)
             installed.pyexec_undo = pyexec.register()
             renames.install()
             guard_op.register()

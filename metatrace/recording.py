@@ -17,9 +17,10 @@ from thunder.core.langctxs import Languages, langctx
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import get_tracectx
 
-from thunder.core.proxies import Proxy
+from thunder.core.proxies import NumberProxy, Proxy
 from thunder.core.pytree import tree_iter
 
+from metatrace import sink
 from metatrace.runtime import RECORDED, RECORDER, VALUE_PROPAGATION
 
 
@@ -119,6 +120,35 @@ def recording_meta(rewritten: Callable, original: Callable, prim_name: str) -> C
             RECORDER.reset(rec_token)
         prune_unused(recorder, recorded, result)
         RECORDED.get().extend(b for b in recorded if b is not None)  # an outer meta may still prune them
+        return result
+
+    return langctx(Languages.PRIMS)(meta)
+
+
+def fallback_meta(original: Callable, prim_name: str) -> Callable:
+    """The Symbol.meta for a prim the codegen could not port: thunder's original meta, made safe.
+
+    Every symbolic number it receives and every size of its tensor inputs is reported as baked in
+    (equality guards), and the sizes of its tensor outputs become plain integers: they are
+    constants for the cache entry, and the trace has no size symbol without a producer.
+    """
+
+    @functools.wraps(original)
+    def meta(*args, **kwargs):
+        if not (using_symbolic_values() and get_tracectx() is not None):
+            return original(*args, **kwargs)
+        why = f"input of fallback prim {prim_name}"
+        for x in tree_iter((args, kwargs)):
+            if isinstance(x, NumberProxy):
+                sink.static(x, x.value, why)
+            elif isinstance(x, TensorProxy):
+                for s in x._shape:
+                    if isinstance(s, NumberProxy):
+                        sink.static(s, s.value, why)
+        result = original(*args, **kwargs)
+        for out in tree_iter(result):
+            if isinstance(out, TensorProxy):
+                out._shape = tuple(s.value if isinstance(s, NumberProxy) else s for s in out._shape)
         return result
 
     return langctx(Languages.PRIMS)(meta)

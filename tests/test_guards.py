@@ -1,0 +1,210 @@
+"""Guards: concretized values reach the prologue; relational reuse; fallback prims; explain."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+import torch
+
+import thunder
+import thunder.core.jit_ext as jit_ext
+from thunder.core.proxies import IntegerProxy, NumberProxy
+
+import metatrace
+from metatrace import cache
+from metatrace.guards import PROGRAMS, GuardFailure, check_guards
+
+SYMBOLIC = "symbolic values"
+
+
+def results_equal(jf, fn, calls) -> None:
+    for args in calls:
+        got, want = jf(*args), fn(*args)
+        if isinstance(want, (tuple, list)):
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w)
+        else:
+            torch.testing.assert_close(got, want)
+
+
+# --- the seed examples ----------------------------------------------------------------------
+
+
+def test_flag_control_flow_is_guarded_by_the_relation(enabled):
+    def foo(flag):
+        if flag > 5:
+            return torch.ones(1)
+        return torch.zeros(1)
+
+    jf = thunder.jit(foo, cache=SYMBOLIC)
+    results_equal(jf, foo, [(6,), (7,)])
+    assert thunder.cache_misses(jf) == 1  # 6 and 7 share one entry
+    results_equal(jf, foo, [(0,), (3,), (10,)])
+    assert thunder.cache_misses(jf) == 2  # 0 gets its own, 3 and 10 reuse
+    explained = [e.guards for e in metatrace.explain(jf)]
+    assert "flag > 5" in explained[0] and "flag <= 5" in explained[1]
+
+
+def test_device_with_a_symbolic_index(enabled):
+    def foo(dev, idx):
+        return torch.ones(1, device=torch.device(dev, idx))
+
+    jf = thunder.jit(foo, cache=SYMBOLIC)
+    for _ in range(2):
+        torch.testing.assert_close(jf("cpu", 0), foo("cpu", 0))
+
+
+def test_split_of_issue_471_with_changing_sizes(enabled):
+    def foo(a, dim0, dim1):
+        return torch.split(a, (dim0, dim1, a.size(2) - dim0 - dim1), dim=2)
+
+    jf = thunder.jit(foo, cache=SYMBOLIC)
+    a, b = torch.randn(2, 3, 6), torch.randn(2, 3, 9)
+    results_equal(jf, foo, [(a, 1, 2), (a, 2, 1), (b, 2, 3), (b, 4, 4), (a, 1, 2)])
+
+
+def test_causal_attention_over_sequence_lengths_compiles_once(enabled):
+    mask = torch.tril(torch.ones(64, 64)).view(1, 1, 64, 64)
+
+    def attention(q, k, v, mask):
+        B, H, T, D = q.shape
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+        att = att.masked_fill(mask[:, :, :T, :T] == 0, float("-inf"))
+        return torch.softmax(att, dim=-1) @ v
+
+    jf = thunder.jit(attention, cache=SYMBOLIC)
+    for T in range(8, 49, 8):
+        q, k, v = (torch.randn(2, 4, T, 16) for _ in range(3))
+        torch.testing.assert_close(jf(q, k, v, mask), attention(q, k, v, mask))
+    assert thunder.cache_misses(jf) == 1 and thunder.cache_hits(jf) == 5
+    metatrace.check_trace(thunder.last_traces(jf)[0])
+
+
+# --- values that decide the trace -----------------------------------------------------------
+
+A = torch.randn(2, 3, 4)
+DECIDING = {
+    "transpose": (lambda a, d0, d1: torch.transpose(a, d0, d1), [(A, 0, 1), (A, 1, 2), (A, 0, 1)]),
+    "split": (lambda a: torch.split(a, 2), [(torch.randn(6),), (torch.randn(8),), (torch.randn(7),)]),
+    "flip": (lambda a, d: torch.flip(a, (d,)), [(A, 0), (A, 2)]),
+    "squeeze": (lambda a, d: torch.squeeze(a, d), [(torch.randn(1, 3, 1), 0), (torch.randn(1, 3, 1), 2)]),
+    "argmax": (lambda a, d: torch.argmax(a, d), [(A, 0), (A, 1)]),
+    "sum": (lambda a, d: a.sum(d), [(A, 0), (A, 2)]),
+    "unflatten": (lambda a, n: a.unflatten(2, (n, -1)), [(A, 2), (A, 4)]),
+    "negative slice end": (lambda a, i: a[:, :, :i], [(A, 2), (A, -1), (A, 3), (A, 9)]),
+    "all with dim": (lambda a, d: torch.all(a > 0, d), [(A, 0), (A, 1)]),
+    "div rounding": (lambda a, m: torch.div(a, 3, rounding_mode=m), [(A, "floor"), (A, "trunc"), (A, None)]),
+}
+
+
+def test_symbolic_repeat_and_expand_reuse_one_entry(enabled):
+    for fn, calls in [
+        (lambda a, r: a.repeat(r, 1, 1), [(A, 1), (A, 2), (A, 3)]),
+        (lambda a, n: a[:1].expand(n, 3, 4), [(A, 2), (A, 5)]),
+    ]:
+        jf = thunder.jit(fn, cache=SYMBOLIC)
+        results_equal(jf, fn, calls)
+        assert thunder.cache_misses(jf) == 1
+
+
+@pytest.mark.parametrize("name", sorted(DECIDING))
+def test_a_value_that_decides_the_trace_misses_the_cache(name, enabled):
+    fn, calls = DECIDING[name]
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    results_equal(jf, fn, calls)
+    assert thunder.cache_misses(jf) >= 2
+
+
+def test_arguments_the_trace_never_read_are_guarded_under_constant_values(enabled):
+    fn = lambda a, dims: torch.flip(a, dims)  # noqa: E731
+    jf = thunder.jit(fn)
+    results_equal(jf, fn, [(A, ()), (A, (0,)), (A, ())])
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_a_value_breaking_a_thunder_check_gets_thunders_error(enabled):
+    fn = lambda a, n: torch.narrow(a, 2, 0, n)  # noqa: E731
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    results_equal(jf, fn, [(A, 2), (A, 3)])
+    with pytest.raises(RuntimeError):
+        fn(A, 9)  # eager refuses
+    with pytest.raises(RuntimeError, match="exceeds dimension size"):
+        jf(A, 9)  # the entry's guard misses; the new trace fails thunder's own check
+
+
+# --- fallback prims -------------------------------------------------------------------------
+
+# A program that reaches each prim, and two calls differing in a value the prim receives.
+FALLBACK_CASES = {
+    "SLICE": (lambda a, i: a[:, :, :i] * 2, [(A, 2), (A, 3), (A, 2)]),
+    "TRANSPOSE": (lambda a, d: a.transpose(0, d), [(A, 1), (A, 2)]),
+    "RESHAPE": (lambda a, n: a.reshape(n, -1), [(A, 2), (A, 4)]),
+    "PAD": (lambda a, p: torch.nn.functional.pad(a, (p, p)), [(A, 1), (A, 2)]),
+}
+
+
+def _fallback_prims() -> list[str]:
+    manifest = cache.ensure().manifest
+    return sorted({n for n, e in manifest["prims"].items() if e["status"] == "fallback"} | set(FALLBACK_CASES))
+
+
+@pytest.mark.parametrize("prim", _fallback_prims())
+def test_fallback_prim_misses_on_a_new_static_value_and_is_correct(prim):
+    assert prim in FALLBACK_CASES, f"add a program reaching fallback prim {prim} to FALLBACK_CASES"
+    fn, calls = FALLBACK_CASES[prim]
+    with metatrace.enable(force_fallback=(prim,)):
+        jf = thunder.jit(fn, cache=SYMBOLIC)
+        results_equal(jf, fn, calls)
+        distinct = len({tuple(a for a in args if not isinstance(a, torch.Tensor)) for args in calls})
+        assert thunder.cache_misses(jf) == distinct
+        metatrace.check_trace(thunder.last_traces(jf)[0])
+
+
+# --- explaining and logging -----------------------------------------------------------------
+
+
+def test_explain_lists_guards_with_input_names(enabled):
+    jf = thunder.jit(lambda a, i: a[:, :, 1:i:2], cache=SYMBOLIC)
+    jf(torch.randn(8, 16, 4), 3)
+    (entry,) = metatrace.explain(jf)
+    assert "i <= a.shape[2]" in entry.guards
+    assert "a: rank 3, torch.float32, cpu, requires_grad=False" in entry.guards
+    assert str(entry).startswith("cache entry 0:")
+
+
+def test_recompile_log_names_the_failed_guard(enabled, caplog):
+    def foo(flag):
+        return torch.ones(1) if flag > 5 else torch.zeros(1)
+
+    jf = thunder.jit(foo, cache=SYMBOLIC)
+    jf(6)
+    with caplog.at_level(logging.INFO, logger="metatrace.recompiles"):
+        jf(7)
+        assert not caplog.records  # a hit logs nothing
+        jf(0)
+    (record,) = caplog.records
+    assert "entry 0: guard failed: flag > 5" in record.getMessage()
+
+
+def test_guard_programs_raise_rather_than_assert(enabled):
+    jf = thunder.jit(lambda a, i: a[:, :, :i], cache=SYMBOLIC)
+    jf(torch.randn(8, 16, 4), 2)
+    (program_id,) = [b.args[0] for b in thunder.last_prologue_traces(jf)[-1].bound_symbols if b.sym.name == "metatrace_guards"]
+    program = PROGRAMS[program_id]
+    good = [p.value for p in program.leaves]
+    check_guards(program_id, *good)
+    bad = [-5 if isinstance(p, IntegerProxy) else v for p, v in zip(program.leaves, good)]
+    with pytest.raises(GuardFailure, match="guard failed"):
+        check_guards(program_id, *bad)
+
+
+def test_disable_restores_number_proxy_and_the_jit():
+    before = {n: NumberProxy.__dict__[n] for n in ("__bool__", "__eq__", "__lt__", "__add__", "__int__")}
+    hooks = (jit_ext.jit_ctx, jit_ext.propagate_constraints, jit_ext.interpret, jit_ext._general_jit_lookaside_map[bool])
+    with metatrace.enable():
+        assert NumberProxy.__dict__["__bool__"] is not before["__bool__"]
+    assert {n: NumberProxy.__dict__[n] for n in before} == before
+    assert (jit_ext.jit_ctx, jit_ext.propagate_constraints, jit_ext.interpret, jit_ext._general_jit_lookaside_map[bool]) == hooks
