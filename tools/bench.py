@@ -7,6 +7,8 @@
 2. trace construction: for each opinfo sample, the tracing time thunder reports for the first
    call of a fresh ``thunder.jit(..., cache="symbolic values")``, with metatrace disabled and
    enabled, interleaved sample by sample; the ratio of the totals and the median per-sample ratio.
+3. prologue cost on a cache hit: the cache entry's prologue function called on the same inputs,
+   stock thunder against metatrace (both ``cache="symbolic values"``), median of many calls.
 """
 
 from __future__ import annotations
@@ -65,6 +67,67 @@ def bench_tracing(samples: int) -> tuple[float, float, float, int]:
     return off_total, on_total, statistics.median(ratios), count
 
 
+def _prologue_seconds(fn, args, enable: bool, repeats: int) -> float:
+    import timeit
+
+    with metatrace.enable() if enable else _nothing():
+        jf = thunder.jit(fn, cache="symbolic values")
+        jf(*args)
+        # The prologue reads the call's cache info (autocast, grad mode, ...) from a context
+        # variable thunder sets per call: capture it during a hit, then time the prologue alone.
+        captured = {}
+        original = thunder._get_cache_info
+        thunder._get_cache_info = lambda: captured.setdefault("info", original())
+        try:
+            jf(*args)
+        finally:
+            thunder._get_cache_info = original
+        assert thunder.cache_hits(jf) == 1, "the second call must hit the cache"
+        prologue = thunder.compile_stats(jf).interpreter_cache[-1].prologue_fn
+        token = thunder._cache_info_ctx.set(captured["info"])
+        try:
+            times = timeit.repeat(lambda: prologue(*args), number=200, repeat=repeats)
+        finally:
+            thunder._cache_info_ctx.reset(token)
+    return statistics.median(times) / 200
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def bench_prologue(repeats: int) -> list[tuple[str, float, float]]:
+    import math
+
+    import torch
+
+    mask = torch.tril(torch.ones(64, 64)).view(1, 1, 64, 64)
+
+    def attention(q, k, v, mask):
+        B, H, T, D = q.shape
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+        att = att.masked_fill(mask[:, :, :T, :T] == 0, float("-inf"))
+        return torch.softmax(att, dim=-1) @ v
+
+    def sliced(a, i, flag):
+        return a[:, :, 1:i:2] * 2 if flag > 5 else a.sum(1)
+
+    cases = [
+        ("slice + branch (a, i, flag)", sliced, (torch.randn(8, 16, 4), 3, 6)),
+        ("causal attention (q, k, v, mask)", attention, (*(torch.randn(2, 4, 16, 16) for _ in range(3)), mask)),
+    ]
+    out = []
+    for label, fn, args in cases:
+        stock = _prologue_seconds(fn, args, False, repeats)
+        ours = _prologue_seconds(fn, args, True, repeats)
+        out.append((label, stock, ours))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=2, help="opinfo samples per op")
@@ -77,6 +140,9 @@ def main() -> None:
     off, on, median_ratio, count = bench_tracing(args.samples)
     print(f"trace construction over {count} opinfo samples: stock {off:.2f} s, metatrace {on:.2f} s, "
           f"ratio of totals {on / off:.3f}, median per-sample ratio {median_ratio:.3f}  (target <= 1.15)")
+    for label, stock, ours in bench_prologue(args.repeats * 5):
+        print(f"prologue on a cache hit, {label}: stock {stock * 1e6:.1f} us, metatrace {ours * 1e6:.1f} us, "
+              f"ratio {ours / stock:.3f}  (target <= 1.10)")
 
 
 if __name__ == "__main__":
