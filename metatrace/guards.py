@@ -128,7 +128,7 @@ def is_leaf(p: NumberProxy) -> bool:
     return p.history is not None
 
 
-def project(values, producers: dict[str, Any]) -> tuple[list, list]:
+def project(values, producers: dict[str, Any], is_leaf=is_leaf) -> tuple[list, list]:
     """(producer bound symbols in replay order, leaf proxies) that compute ``values``."""
     chain: list = []
     leaves: dict[str, NumberProxy] = {}
@@ -265,12 +265,19 @@ class GuardProgram:
     """
 
     def __init__(
-        self, program_id: str, guards: list[Guard], texts: list[str], leaves: list[NumberProxy], producers: dict[str, Any]
+        self,
+        program_id: str,
+        guards: list[Guard],
+        texts: list[str],
+        leaves: list[NumberProxy],
+        producers: dict[str, Any],
+        leaf_names: list[str] | None = None,
     ):
         self.program_id = program_id
         self.texts = texts
         self.leaves = leaves
-        params = {p.name: f"v{i}" for i, p in enumerate(leaves)}
+        # leaf_names: how the guards' proxies name the leaves, if not by the leaves' own names
+        params = {name: f"v{i}" for i, name in enumerate(leaf_names or [p.name for p in leaves])}
         constants: list[Any] = []
 
         def expr(x) -> str:

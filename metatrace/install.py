@@ -6,7 +6,7 @@ import inspect
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import cache, guard_op, jit_hooks, pyexec, renames, safety_net
+from metatrace import cache, grad_guards, guard_op, jit_hooks, pyexec, renames, safety_net
 from metatrace.codegen import prim_symbols
 from metatrace.explain import configure_from_environment
 from metatrace.loader import load
@@ -93,6 +93,7 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
             guard_op.register()
             safety_net.install()
             jit_hooks.install()
+            grad_guards.install()
         except BaseException:
             _restore(installed)
             raise
@@ -108,6 +109,7 @@ def _restore(installed: _Installed) -> None:
     guard_op.unregister()
     safety_net.uninstall()
     jit_hooks.uninstall()
+    grad_guards.uninstall()
 
 
 def disable() -> None:

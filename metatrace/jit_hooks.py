@@ -18,6 +18,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 
 from metatrace import sink
 from metatrace.explain import log_miss
+from metatrace.grad_guards import add_deferred_program
 from metatrace.guards import GuardCollector, add_prologue_constraints
 from metatrace.structure import add_structure_constraints
 
@@ -72,7 +73,9 @@ def propagate_constraints(ctx, inputs, intermediates, computation_trace):
         add_structure_constraints(ctx, computation_trace, *call)
     collector = getattr(ctx, "_metatrace_guards", None)
     if collector is not None:
-        add_prologue_constraints(ctx, inputs, computation_trace, collector, input_names(ctx, inputs))
+        names = input_names(ctx, inputs)
+        add_prologue_constraints(ctx, inputs, computation_trace, collector, names)
+        add_deferred_program(ctx, inputs, {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}, names)
 
 
 def input_names(ctx, inputs) -> dict[str, str]:

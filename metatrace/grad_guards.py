@@ -1,0 +1,110 @@
+"""Guards for what the grad transform concretizes.
+
+thunder builds the prologue before the grad transform runs, and autograd rules concretize
+(``_slice_prim_grad`` does ``tree_map(int, padding)``), so a reused entry could run a backward
+built for other sizes. When a trace may be differentiated (a tensor input requires grad), the
+prologue gets a *deferred* guard program over every input number and size. It checks nothing
+until the grad transform has run; the concretizations made during the transform then fill it:
+projected to the inputs when their producers are known, else pinning every input number and
+size to its value. Correct, if with less reuse than the forward's own guards.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import thunder.transforms.autodiff as autodiff
+from thunder.core.compile_data import _compile_data
+
+from metatrace import sink
+from metatrace.guards import (
+    PROGRAMS,
+    Guard,
+    GuardCollector,
+    GuardProgram,
+    ProgramConstraint,
+    Unprojectable,
+    describe_guard,
+    input_sizes_and_numbers,
+    normalize,
+    producer_map,
+    project,
+)
+from thunder.core.proxies import TensorProxy
+
+_original = autodiff.grad_transform_on_trace
+
+
+def _compile_stats():
+    try:
+        return _compile_data.get()[1]
+    except LookupError:
+        return None
+
+
+def add_deferred_program(ctx, inputs, names: dict[str, str], display: dict[str, str]) -> None:
+    """Called while the prologue is built: reserve a guard program for the grad transform."""
+    if not any(isinstance(v.proxy, TensorProxy) and v.proxy.requires_grad for v in inputs):
+        return
+    cs = _compile_stats()
+    if cs is None:
+        return
+    leaves = input_sizes_and_numbers(inputs)
+    if not leaves:
+        return
+    program_id = f"g{len(PROGRAMS)}"
+    # The computation trace renames inputs (the interpreter's i3 becomes i): remember both.
+    renamed = [names.get(p.name, p.name) for p in leaves]
+    PROGRAMS[program_id] = GuardProgram(program_id, [], [], leaves, {})
+    shown = [display.get(p.name, p.name) for p in leaves]
+    cs._metatrace_pending_grad = (program_id, leaves, renamed, shown)
+    ctx.add_constraint((ProgramConstraint(program_id), *leaves))
+
+
+@functools.wraps(_original)
+def grad_transform_on_trace(trace, /, *args, **kwargs):
+    cs = _compile_stats()
+    pending = getattr(cs, "_metatrace_pending_grad", None) if cs is not None else None
+    if pending is None:
+        return _original(trace, *args, **kwargs)
+    cs._metatrace_pending_grad = None
+    program_id, leaves, renamed, shown = pending
+    collector = GuardCollector()
+    token = sink.COLLECTOR.set(collector)
+    try:
+        result = _original(trace, *args, **kwargs)
+    finally:
+        sink.COLLECTOR.reset(token)
+    if collector.guards:
+        PROGRAMS[program_id] = _program(program_id, collector, leaves, renamed, shown, [trace, result])
+    return result
+
+
+def _program(program_id, collector, leaves, renamed, shown, traces) -> GuardProgram:
+    producers: dict = {}
+    for t in traces:
+        for name, bsym in producer_map(t, collector).items():
+            producers.setdefault(name, bsym)
+    leaf_names = set(renamed)
+    guards, texts = [], []
+    for guard in collector.guards:
+        guard = normalize(guard, producers)
+        try:
+            _, used = project([guard.lhs, guard.rhs], producers, is_leaf=lambda p: p.name in leaf_names)
+        except Unprojectable as e:
+            # Pin every input number and size: only identical inputs reuse this backward.
+            pins = [Guard("eq", p, p.value, f"grad transform: {e}") for p in leaves]
+            texts = [f"{n} == {p.value!r} (pinned by the grad transform: {e})" for n, p in zip(shown, leaves)]
+            return GuardProgram(program_id, pins, texts, leaves, {})
+        guards.append(guard)
+        texts.append(describe_guard(guard, producers, dict(zip(renamed, shown))) + " (grad transform)")
+    # Guards name the computation trace's proxies: parameters follow the renamed leaf names.
+    return GuardProgram(program_id, guards, texts, leaves, producers, leaf_names=renamed)
+
+
+def install() -> None:
+    autodiff.grad_transform_on_trace = grad_transform_on_trace
+
+
+def uninstall() -> None:
+    autodiff.grad_transform_on_trace = _original
