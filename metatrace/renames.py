@@ -13,29 +13,30 @@ from __future__ import annotations
 import functools
 
 import thunder.core.jit_ext as jit_ext
-from thunder.core.proxies import TensorProxy, Variable, variableify
+from thunder.core.proxies import NumberProxy, TensorProxy
 
 _original = jit_ext._apply_trace_proxy_rename
 
 
-def _rename_sizes(bsyms, swapmap: dict[Variable, object], seen: set[int]) -> None:
+def _rename_sizes(bsyms, renames: dict[str, object], seen: set[int]) -> None:
     for bsym in bsyms:
         for p in bsym.flat_proxy_outs:
             if isinstance(p, TensorProxy) and id(p) not in seen:
                 seen.add(id(p))
                 shape = p._shape
-                renamed = tuple(swapmap.get(variableify(s), s) if not isinstance(s, int) else s for s in shape)
-                if any(a is not b for a, b in zip(shape, renamed)):
-                    p._shape = renamed
-        _rename_sizes(bsym.subsymbols, swapmap, seen)
+                if any(isinstance(s, NumberProxy) and s.name in renames for s in shape):
+                    p._shape = tuple(renames.get(s.name, s) if isinstance(s, NumberProxy) else s for s in shape)
+        _rename_sizes(bsym.subsymbols, renames, seen)
 
 
 @functools.wraps(_original)
 def apply_trace_proxy_rename(trace, rename_proxy_swapmap=None, name=None):
     new_trace = _original(trace, rename_proxy_swapmap, name)
     swapmap = rename_proxy_swapmap if rename_proxy_swapmap is not None else jit_ext.get_jit_ctx()._proxy_swapmap
-    if swapmap:
-        _rename_sizes(new_trace.bound_symbols, swapmap, set())
+    # Only renamed numbers can sit in a shape; most functions rename tensors only.
+    renames = {v.proxy.name: new for v, new in swapmap.items() if isinstance(v.proxy, NumberProxy)}
+    if renames:
+        _rename_sizes(new_trace.bound_symbols, renames, set())
     return new_trace
 
 
