@@ -1,0 +1,98 @@
+"""The runtime on symbolic numbers: what is recorded, what is folded, what is reported."""
+
+from __future__ import annotations
+
+import pytest
+
+import thunder.core.prims as prims
+from thunder.core.proxies import IntegerProxy
+
+import metatrace.runtime as rt
+from metatrace import sink
+from metatrace.guards import GuardCollector
+from prim_samples import direct_call_context, n
+
+
+@pytest.fixture
+def recorder():
+    """A live recorder (as while a rewritten meta runs) and a guard collector."""
+    with direct_call_context() as trace:
+        scope: list = []
+        tokens = (rt.RECORDER.set(scope), rt.RECORDED.set([]))
+        collector = GuardCollector()
+        sink_token = sink.COLLECTOR.set(collector)
+        try:
+            yield scope, collector
+        finally:
+            sink.COLLECTOR.reset(sink_token)
+            rt.RECORDED.reset(tokens[1])
+            rt.RECORDER.reset(tokens[0])
+
+
+def _ops(scope):
+    return [(b.sym.id, [getattr(a, "name", a) for a in b.args]) for b in scope]
+
+
+def test_plain_numbers_compute_directly_and_record_nothing(recorder):
+    scope, collector = recorder
+    assert rt.floordiv(rt.sub(rt.add(9, 2), 1), 2) == 5
+    assert rt.max_([3, 7, 5]) == 7 and rt.truth(rt.lt(1, 2)) is True
+    assert scope == [] and collector.guards == []
+
+
+def test_identities_and_constant_offsets_fold(recorder):
+    scope, _ = recorder
+    i = n(5)
+    assert rt.sub(i, 0) is i and rt.mul(i, 1) is i and rt.floordiv(i, 1) is i and rt.add(0, i) is i
+    assert rt.sub(rt.add(i, 1), 1) is i  # (i + 1) - 1
+    three = rt.add(rt.add(i, 1), 2)  # (i + 1) + 2 records i + 3 once more
+    assert three.value == 8 and _ops(scope)[-1] == (prims.PrimIDs.ADD, [i.name, 3])
+    minus = rt.sub(i, 2)
+    assert minus.value == 3 and _ops(scope)[-1] == (prims.PrimIDs.SUB, [i.name, 2])
+
+
+def test_symbolic_arithmetic_is_recorded_with_values(recorder):
+    scope, _ = recorder
+    i, j = n(7), n(3)
+    q, r = rt.divmod_(i, j)
+    m = rt.max_(i, j, 4)
+    assert (q.value, r.value, m.value) == (2, 1, 7)
+    assert [op for op, _ in _ops(scope)] == [
+        prims.PrimIDs.PY_FLOORDIV, prims.PrimIDs.REMAINDER, prims.PrimIDs.MAXIMUM, prims.PrimIDs.MAXIMUM
+    ]
+    assert isinstance(rt.prod_([i, j]), IntegerProxy) and rt.prod_([i, j]).value == 21
+
+
+def test_comparisons_report_the_relation_their_branch_decided(recorder):
+    _, collector = recorder
+    i, j = n(2), n(5)
+    assert rt.truth(rt.lt(i, j)) is True
+    assert rt.truth(rt.ge(i, 4)) is False  # reported as its negation: i < 4
+    assert rt.truth(rt.le(i, i)) is True  # reflexive: nothing to guard
+    assert [(g.op, g.lhs.name, getattr(g.rhs, "name", g.rhs)) for g in collector.guards] == [
+        ("lt", i.name, j.name), ("lt", i.name, 4)
+    ]
+
+
+def test_concretizations_report_the_value_baked_in(recorder):
+    _, collector = recorder
+    d = n(1)
+    assert [10, 20, 30][rt.index(d)] == 20
+    assert list(rt.range_(n(3))) == [0, 1, 2]
+    assert rt.int_(n(4)) == 4 and rt.sorted_([n(2), 1]) == [1, 2]
+    assert [(g.op, g.rhs, g.why) for g in collector.guards] == [
+        ("eq", 1, "index"), ("eq", 3, "index"), ("eq", 4, "int()"), ("eq", 2, "sorted()")
+    ]
+
+
+def test_contains_compares_symbolic_elements(recorder):
+    _, collector = recorder
+    d = n(2)
+    assert rt.contains((0, d), 2) is True and rt.not_contains((0, 1), d) is True
+    assert len(collector.guards) >= 2
+
+
+def test_and_or_keep_python_semantics():
+    assert rt.or_(None, lambda: ()) == () and rt.and_([], lambda: 1 / 0) == []
+    assert rt.compare_chain(0, "le", lambda: 2, "lt", lambda: 3) is True
+    assert rt.compare_chain(5, "lt", lambda: 2, "lt", lambda: 1 / 0) is False
