@@ -5,6 +5,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${METATRACE_VENV:-$root/.venv}"
+# .venv may be a link to an environment kept elsewhere (CI keeps one per lock file): build there.
+if [ -L "$venv" ]; then
+  target="$(readlink -f "$venv")"
+  mkdir -p "$target"
+  venv="$target"
+fi
 python="${PYTHON:-python3.11}"
 command -v "$python" >/dev/null 2>&1 || python=python3
 "$python" -c 'import sys; assert sys.version_info[:2] == (3, 11), f"metatrace needs Python 3.11, found {sys.version}"'
