@@ -1,10 +1,14 @@
 #!/usr/bin/env python
-"""The seed example of thunder issue 463/262, before and after ``metatrace.enable()``.
+"""The seed examples of thunder issues 463/262, before and after ``metatrace.enable()``.
 
-Runs the codegen (reusing the cache when current), then jits ``a[:, :, :i]`` and
-``a[:, :, 1:i:2]`` with ``cache="symbolic values"`` on an (8, 16, 4) tensor and prints, for stock
-thunder and for metatrace: the slice line of the first computation trace with what produces its
-output sizes, the strict checker's verdict, and whether the results equal eager for i = 2, then 3.
+Runs the codegen (reusing the cache when current), then:
+
+1. jits ``a[:, :, :i]`` and ``a[:, :, 1:i:2]`` with ``cache="symbolic values"`` on an (8, 16, 4)
+   tensor and prints, for stock thunder and for metatrace: the slice line of the first
+   computation trace with what produces its output sizes, the strict checker's verdict, and
+   whether the results equal eager for i = 2, then 3;
+2. jits seed 000's ``if flag > 5`` function and calls it with 6, 7, 0: the results against eager,
+   the number of compiles, and (with metatrace) the guards of each cache entry.
 """
 
 import warnings
@@ -40,6 +44,21 @@ def show(label: str, fn, a: torch.Tensor) -> None:
           f"compiles: {thunder.cache_misses(jf)}\n")
 
 
+def flag_example() -> None:
+    def foo(flag):
+        if flag > 5:
+            return torch.ones(1)
+        return torch.zeros(1)
+
+    jf = thunder.jit(foo, cache="symbolic values")
+    results = [bool(torch.equal(jf(v), foo(v))) for v in (6, 7, 0)]
+    print(f"--- if flag > 5 (seed 000), calls 6, 7, 0 ---\nequal to eager: {results}; compiles: {thunder.cache_misses(jf)}")
+    if metatrace.is_enabled():
+        for entry in metatrace.explain(jf):
+            print("\n".join(line for line in str(entry).splitlines() if "flag" in line or "entry" in line))
+    print()
+
+
 def main() -> None:
     result = cache.ensure()
     statuses = [e["status"] for e in result.manifest["prims"].values()]
@@ -49,10 +68,12 @@ def main() -> None:
     print("===== stock thunder =====")
     for label, fn in examples:
         show(label, fn, a)
+    flag_example()
     print("===== metatrace.enable() =====")
     with metatrace.enable():
         for label, fn in examples:
             show(label, fn, a)
+        flag_example()
 
 
 if __name__ == "__main__":
