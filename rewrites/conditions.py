@@ -23,13 +23,26 @@ def _is_truth_call(node: cst.BaseExpression) -> bool:
     return is_runtime_call(node, "truth") or is_runtime_call(node, "not_")
 
 
+# Tests that are bools whatever their operands: no truth to take, nothing to guard. Matched by
+# name: thunder shadowing isinstance & co. would break thunder itself before it reached us.
+_BOOL_BUILTINS = frozenset({"isinstance", "issubclass", "callable", "hasattr"})
+
+
+def _is_plain_bool(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
+        return expr.func.value in _BOOL_BUILTINS
+    if isinstance(expr, cst.Comparison):  # only is / is not remain after the comparisons pass
+        return all(isinstance(t.operator, (cst.Is, cst.IsNot)) for t in expr.comparisons)
+    return False
+
+
 def as_condition(expr: cst.BaseExpression) -> cst.BaseExpression:
     """The truth of ``expr`` with every operand of ``and``/``or``/``not`` made explicit."""
     if isinstance(expr, cst.BooleanOperation):
         return expr.with_changes(left=as_condition(expr.left), right=as_condition(expr.right))
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
         return expr.with_changes(expression=as_condition(expr.expression))
-    if _is_truth_call(expr) or (isinstance(expr, cst.Name) and expr.value in ("True", "False")):
+    if _is_truth_call(expr) or _is_plain_bool(expr) or (isinstance(expr, cst.Name) and expr.value in ("True", "False")):
         return expr
     return runtime_call("truth", strip_parens(expr)).with_changes(lpar=expr.lpar, rpar=expr.rpar)
 
@@ -40,7 +53,7 @@ def _is_explicit_condition(expr: cst.BaseExpression) -> bool:
         return _is_explicit_condition(expr.left) and _is_explicit_condition(expr.right)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
         return _is_explicit_condition(expr.expression)
-    return _is_truth_call(expr) or (isinstance(expr, cst.Name) and expr.value in ("True", "False"))
+    return _is_truth_call(expr) or _is_plain_bool(expr) or (isinstance(expr, cst.Name) and expr.value in ("True", "False"))
 
 
 class ConditionTransformer(cst.CSTTransformer):
@@ -107,7 +120,8 @@ class ConditionTransformer(cst.CSTTransformer):
     def leave_BooleanOperation(
         self, original_node: cst.BooleanOperation, updated_node: cst.BooleanOperation
     ) -> cst.BaseExpression:
-        if id(original_node) in self._in_condition or _is_explicit_condition(updated_node):
+        # Only the left operand's truth is taken: when it is a bool already, Python's and/or is exact.
+        if id(original_node) in self._in_condition or _is_explicit_condition(updated_node.left):
             return updated_node
         name = "and_" if isinstance(updated_node.operator, cst.And) else "or_"
         call = runtime_call(name, strip_parens(updated_node.left), thunk(strip_parens(updated_node.right)))

@@ -112,6 +112,14 @@ def test_if_and_while_tests_become_truths():
     )
 
 
+def test_tests_that_are_always_bools_are_not_wrapped():
+    golden(
+        ConditionTransformer,
+        "if isinstance(x, int) and x is not None and not hasattr(x, 'y'):\n    pass\nok = isinstance(a, int) or b\n",
+        "if isinstance(x, int) and x is not None and not hasattr(x, 'y'):\n    pass\nok = isinstance(a, int) or b\n",
+    )
+
+
 def test_value_position_and_or_keep_operand_semantics():
     golden(
         ConditionTransformer,
