@@ -276,8 +276,14 @@ class GuardProgram:
         self.program_id = program_id
         self.texts = texts
         self.leaves = leaves
-        # leaf_names: how the guards' proxies name the leaves, if not by the leaves' own names
-        params = {name: f"v{i}" for i, name in enumerate(leaf_names or [p.name for p in leaves])}
+        # leaf_names: how the guards' proxies name the leaves, if not by the leaves' own names.
+        # One parameter per leaf position (the prologue passes every leaf); a name seen twice
+        # (a size shared by two inputs) reads the first.
+        names = leaf_names or [p.name for p in leaves]
+        signature = [f"v{i}" for i in range(len(names))]
+        params: dict[str, str] = {}
+        for name, param in zip(names, signature):
+            params.setdefault(name, param)
         constants: list[Any] = []
 
         def expr(x) -> str:
@@ -294,7 +300,7 @@ class GuardProgram:
             constants.append(x)
             return f"_c[{len(constants) - 1}]"
 
-        lines = [f"def guards({', '.join(params.values())}):"]
+        lines = [f"def guards({', '.join(signature)}):"]
         for i, g in enumerate(guards):
             lines.append(f"    if not ({expr(g.lhs)} {SYMBOLS[g.op]} {expr(g.rhs)}):")
             lines.append(f"        _fail(_id, _t[{i}])")

@@ -15,8 +15,10 @@ import functools
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.core.pytree import tree_iter
 
 from metatrace import sink
+from metatrace.runtime import INTERPRETING
 from metatrace.explain import log_miss
 from metatrace.grad_guards import add_deferred_program
 from metatrace.guards import GuardCollector, add_prologue_constraints
@@ -25,6 +27,14 @@ from metatrace.structure import add_structure_constraints
 _original_jit_ctx = jit_ext.jit_ctx
 _original_propagate = jit_ext.propagate_constraints
 _original_interpret = jit_ext.interpret
+
+
+def _needs_grad(args, kwargs) -> bool:
+    import torch
+
+    if not torch.is_grad_enabled():
+        return False
+    return any(isinstance(x, torch.Tensor) and x.requires_grad for x in tree_iter((args, kwargs)))
 
 
 def interpret(fn, *args, **kwargs):
@@ -38,9 +48,16 @@ def interpret(fn, *args, **kwargs):
             jit_ext.get_jit_ctx()._metatrace_call = (call_args, call_kwargs)
         except LookupError:
             pass
+        # A trace that will be differentiated is traced without recording (guards stay on):
+        # thunder's grad transform and forward/backward split do not yet carry recorded size
+        # arithmetic into backward traces (it can reference forward sizes the backward does
+        # not receive). See the notes of the backward-traces issue.
+        token = INTERPRETING.set(False) if _needs_grad(call_args, call_kwargs) else None
         try:
             return jfn(*call_args, **call_kwargs)
         finally:
+            if token is not None:
+                INTERPRETING.reset(token)
             remembering._last_interpreter_log = getattr(jfn, "_last_interpreter_log", None)
 
     return remembering
@@ -59,10 +76,12 @@ def jit_ctx(ctx):
         collector = GuardCollector()
         ctx._metatrace_guards = collector
     token = sink.COLLECTOR.set(collector)
+    interpreting = INTERPRETING.set(True)
     try:
         with _original_jit_ctx(ctx):
             yield
     finally:
+        INTERPRETING.reset(interpreting)
         sink.COLLECTOR.reset(token)
 
 

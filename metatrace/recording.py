@@ -21,7 +21,7 @@ from thunder.core.proxies import NumberProxy, Proxy
 from thunder.core.pytree import tree_iter
 
 from metatrace import sink
-from metatrace.runtime import RECORDED, RECORDER, VALUE_PROPAGATION
+from metatrace.runtime import INTERPRETING, RECORDED, RECORDER, VALUE_PROPAGATION
 
 
 def caller_scope(trace) -> list | None:
@@ -96,7 +96,7 @@ def recording_meta(rewritten: Callable, original: Callable, prim_name: str) -> C
         recorder = RECORDER.get()
         if SUSPENDED.get():
             recorder = None
-        elif recorder is None and using_symbolic_values():
+        elif recorder is None and INTERPRETING.get() and using_symbolic_values():
             trace = get_tracectx()
             if trace is not None:
                 recorder = caller_scope(trace)

@@ -62,6 +62,12 @@ def _record(sym, value: Number, *args: Any) -> NumberProxy:
     return out
 
 
+# True while thunder interprets the jitted function (metatrace.jit_hooks). Recording happens only
+# then: later passes (the grad transform, executor transforms) re-run metas on traces whose
+# inputs no longer include the forward's size symbols, so recording there would reference
+# symbols a backward trace does not receive.
+INTERPRETING: ContextVar[bool] = ContextVar("metatrace_interpreting", default=False)
+
 # The bound symbols recorded by the running meta (see recording.prune_unused).
 RECORDED: ContextVar[list] = ContextVar("metatrace_recorded", default=[])
 

@@ -10,7 +10,7 @@ Unrewritten thunder code that a meta calls (``TensorProxy(...)`` checks its shap
 ``baseutils.check_valid_shape``) compares and adds NumberProxies while the trace scope is
 switched off, which makes numbers with no producer. While a prim's meta runs, NumberProxy's
 comparison and arithmetic operators therefore go through metatrace's runtime: comparisons give a
-relation the guards can express, arithmetic is recorded like the rewritten metas' own.
+relation the guards can express (decided at once: the result is a plain bool), arithmetic is recorded like the rewritten metas' own.
 
 In user code, ``if flag > 5`` reaches the interpreter's ``bool`` lookaside, which marks the
 proxy static (an equality guard). metatrace's lookaside reports the relation instead, so every
@@ -50,7 +50,10 @@ def _comparison(name: str, fn):
 
     def compare(self, other):
         if isinstance(other, (int, float, NumberProxy)) and sink.COLLECTOR.get() is not None and _in_meta():
-            return fn(self, other)
+            # thunder would return a bool proxy with no producer here; unrewritten code may use it
+            # as a value (a dtype, an argument), so the decided relation is guarded right away
+            # and a plain bool returned.
+            return runtime.truth(fn(self, other))
         return original(self, other)
 
     compare.__name__ = name
