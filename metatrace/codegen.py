@@ -14,13 +14,11 @@ import builtins
 import hashlib
 import importlib
 import inspect
-import json
 import sys
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import libcst as cst
 
 import rewrites
 from metatrace import cache

@@ -7,9 +7,10 @@ True) and each value baked in (``d == 1`` used as a dimension). When the prologu
 (thunder's ``propagate_constraints``), each guard becomes a prologue constraint:
 
 - its operands are projected back to the inputs through their producers (the recorded ops and
-  thunder's own number ops, at any subsymbol depth); the producer chain is *replayed* in the
-  prologue on the call's inputs, and ``metatrace_guard(lhs, op, rhs, expected)`` raises when the
-  relation does not hold, which thunder counts as a cache miss;
+  thunder's own number ops, at any subsymbol depth); all guards of the entry are written out as
+  Python expressions of the inputs in one function (:class:`GuardProgram`), which the prologue
+  calls as ``metatrace_guards(program_id, *inputs)``; it raises when a relation does not hold,
+  which thunder counts as a cache miss;
 - an operand whose chain cannot be replayed (a value with no recorded producer, or a producer
   the python executor cannot run) pins every number input and tensor size to its current value:
   slower, never wrong.
@@ -18,9 +19,7 @@ True) and each value baked in (``d == 1`` used as a dimension). When the prologu
 from __future__ import annotations
 
 import logging
-import operator
 from dataclasses import dataclass, field
-from numbers import Number
 from typing import Any
 
 import thunder.core.prims as prims
@@ -28,7 +27,6 @@ from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
 logger = logging.getLogger("metatrace.guards")
 
-OPS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}
 NEGATION = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}
 MIRROR = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
 SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}

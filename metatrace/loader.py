@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import metatrace.runtime as runtime
-from metatrace.codegen import SECTION_MARKER, SOURCE_MODULES, prim_symbols
+from metatrace.codegen import SECTION_MARKER, prim_symbols
 
 
 class RewrittenModule(types.ModuleType):

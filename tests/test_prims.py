@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 
-import thunder
 from thunder.core.prims import PrimIDs
 
 import metatrace

@@ -16,7 +16,7 @@ from prim_samples import direct_call_context, n
 @pytest.fixture
 def recorder():
     """A live recorder (as while a rewritten meta runs) and a guard collector."""
-    with direct_call_context() as trace:
+    with direct_call_context():
         scope: list = []
         tokens = (rt.RECORDER.set(scope), rt.RECORDED.set([]))
         collector = GuardCollector()
