@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy
 import metatrace
 from metatrace import cache
 from metatrace.guards import PROGRAMS, GuardFailure, check_guards
+from workloads import causal_attention, causal_mask
 
 SYMBOLIC = "symbolic values"
 
@@ -67,18 +67,11 @@ def test_split_of_issue_471_with_changing_sizes(enabled):
 
 
 def test_causal_attention_over_sequence_lengths_compiles_once(enabled):
-    mask = torch.tril(torch.ones(64, 64)).view(1, 1, 64, 64)
-
-    def attention(q, k, v, mask):
-        B, H, T, D = q.shape
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
-        att = att.masked_fill(mask[:, :, :T, :T] == 0, float("-inf"))
-        return torch.softmax(att, dim=-1) @ v
-
-    jf = thunder.jit(attention, cache=SYMBOLIC)
+    mask = causal_mask()
+    jf = thunder.jit(causal_attention, cache=SYMBOLIC)
     for T in range(8, 49, 8):
         q, k, v = (torch.randn(2, 4, T, 16) for _ in range(3))
-        torch.testing.assert_close(jf(q, k, v, mask), attention(q, k, v, mask))
+        torch.testing.assert_close(jf(q, k, v, mask), causal_attention(q, k, v, mask))
     assert thunder.cache_misses(jf) == 1 and thunder.cache_hits(jf) == 5
     metatrace.check_trace(thunder.last_traces(jf)[0])
 

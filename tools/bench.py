@@ -6,7 +6,8 @@
 1. codegen: wall time of generating the rewritten metas (thunder already imported), median of R.
 2. trace construction: for each opinfo sample, the tracing time thunder reports for the first
    call of a fresh ``thunder.jit(..., cache="symbolic values")``, with metatrace disabled and
-   enabled, interleaved sample by sample; the ratio of the totals and the median per-sample ratio.
+   enabled, interleaved sample by sample (each after a full garbage collection, so one mode does
+   not pay for the other's garbage); the ratio of the totals and the median per-sample ratio.
 3. prologue cost on a cache hit: the cache entry's prologue function called on the same inputs,
    stock thunder against metatrace (both ``cache="symbolic values"``), median of many calls.
 """
@@ -14,6 +15,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import statistics
 import sys
 import time
@@ -41,6 +44,10 @@ def bench_codegen(repeats: int) -> float:
 def _tracing_seconds(op, sample) -> float | None:
     from opinfo_harness import run_case
 
+    # Start each measurement with no garbage-collection debt: toggling metatrace per sample
+    # allocates (wrappers for 171 metas), and a full collection of torch's and thunder's heap
+    # (~0.2 s) would otherwise land in whichever trace happens to trigger it.
+    gc.collect()
     result = run_case(op, sample, cache="symbolic values")
     if result.status != "ok":
         return None
@@ -70,7 +77,7 @@ def bench_tracing(samples: int) -> tuple[float, float, float, int]:
 def _prologue_seconds(fn, args, enable: bool, repeats: int) -> float:
     import timeit
 
-    with metatrace.enable() if enable else _nothing():
+    with metatrace.enable() if enable else contextlib.nullcontext():
         jf = thunder.jit(fn, cache="symbolic values")
         jf(*args)
         # The prologue reads the call's cache info (autocast, grad mode, ...) from a context
@@ -92,33 +99,18 @@ def _prologue_seconds(fn, args, enable: bool, repeats: int) -> float:
     return statistics.median(times) / 200
 
 
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-
 def bench_prologue(repeats: int) -> list[tuple[str, float, float]]:
-    import math
-
     import torch
+    from workloads import causal_attention, causal_mask
 
-    mask = torch.tril(torch.ones(64, 64)).view(1, 1, 64, 64)
-
-    def attention(q, k, v, mask):
-        B, H, T, D = q.shape
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
-        att = att.masked_fill(mask[:, :, :T, :T] == 0, float("-inf"))
-        return torch.softmax(att, dim=-1) @ v
+    mask = causal_mask()
 
     def sliced(a, i, flag):
         return a[:, :, 1:i:2] * 2 if flag > 5 else a.sum(1)
 
     cases = [
         ("slice + branch (a, i, flag)", sliced, (torch.randn(8, 16, 4), 3, 6)),
-        ("causal attention (q, k, v, mask)", attention, (*(torch.randn(2, 4, 16, 16) for _ in range(3)), mask)),
+        ("causal attention (q, k, v, mask)", causal_attention, (*(torch.randn(2, 4, 16, 16) for _ in range(3)), mask)),
     ]
     out = []
     for label, fn, args in cases:
