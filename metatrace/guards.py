@@ -19,9 +19,11 @@ True) and each value baked in (``d == 1`` used as a dimension). When the prologu
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import thunder.core.dtypes as dtypes
 import thunder.core.prims as prims
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
@@ -39,6 +41,8 @@ REPLAYABLE = {
     prims.PrimIDs.EQ: "==", prims.PrimIDs.NE: "!=", prims.PrimIDs.LT: "<", prims.PrimIDs.LE: "<=",
     prims.PrimIDs.GT: ">", prims.PrimIDs.GE: ">=",
     prims.PrimIDs.NEG: "neg", prims.PrimIDs.PY_ABS: "abs", prims.PrimIDs.MAXIMUM: "max", prims.PrimIDs.MINIMUM: "min",
+    prims.PrimIDs.CEIL: "ceil", prims.PrimIDs.FLOOR: "floor", prims.PrimIDs.TRUNC: "trunc",
+    prims.PrimIDs.FMOD: "fmod", prims.PrimIDs.CONVERT_ELEMENT_TYPE: "convert",
 }
 
 
@@ -126,6 +130,12 @@ def is_leaf(p: NumberProxy) -> bool:
     return p.history is not None
 
 
+def is_static_value(p: NumberProxy) -> bool:
+    """An intermediate thunder marked static: computed from static inputs only (thunder's
+    ``resolve_constraints``), whose values its prologue checks, so the value is a constant."""
+    return p.is_static_constrained() and not is_leaf(p) and p.value is not None
+
+
 def project(values, producers: dict[str, Any], is_leaf=is_leaf) -> tuple[list, list]:
     """(producer bound symbols in replay order, leaf proxies) that compute ``values``."""
     chain: list = []
@@ -138,7 +148,7 @@ def project(values, producers: dict[str, Any], is_leaf=is_leaf) -> tuple[list, l
             if isinstance(x, Proxy):
                 raise Unprojectable(f"{x.name} is not a number")
             return
-        if x.name in done:
+        if x.name in done or is_static_value(x):
             return
         if is_leaf(x):
             leaves.setdefault(x.name, x)
@@ -169,6 +179,8 @@ def describe(x, producers: dict[str, Any], names: dict[str, str] | None = None) 
     names = names or {}
     if not isinstance(x, NumberProxy):
         return repr(x)
+    if is_static_value(x):
+        return repr(x.value)
     if is_leaf(x) or x.name not in producers:
         return names.get(x.name, x.name)
     bsym = producers[x.name]
@@ -176,11 +188,22 @@ def describe(x, producers: dict[str, Any], names: dict[str, str] | None = None) 
     args = [describe(a, producers, names) for a in bsym.flat_args]
     if symbol is None:
         return f"{bsym.sym.name}({', '.join(args)})"
+    if symbol == "convert":  # (x, int) -> int(x)
+        return f"{_type_name(bsym.flat_args[1])}({args[0]})"
     if len(args) == 1:
         return f"-{args[0]}" if symbol == "neg" else f"{symbol}({args[0]})"
     if symbol in ("max", "min"):
         return f"{symbol}({args[0]}, {args[1]})"
     return f"({args[0]} {symbol} {args[1]})"
+
+
+def _type_name(t) -> str:
+    return getattr(t, "__name__", None) or str(t)
+
+
+def _convert(x, to):
+    """``prims.convert_element_type`` on a number, as the python executor runs it."""
+    return to(x) if isinstance(to, type) else dtypes.dtype_to_numbertype(to)(x)
 
 
 def describe_guard(guard: Guard, producers: dict[str, Any], names: dict[str, str] | None = None) -> str:
@@ -252,7 +275,9 @@ _PY_OPERATORS = {
     prims.PrimIDs.LT: "<", prims.PrimIDs.LE: "<=", prims.PrimIDs.GT: ">", prims.PrimIDs.GE: ">=",
 }
 _PY_FUNCTIONS = {prims.PrimIDs.MAXIMUM: "max", prims.PrimIDs.MINIMUM: "min", prims.PrimIDs.PY_ABS: "abs",
-                 prims.PrimIDs.DIV: "_div"}
+                 prims.PrimIDs.DIV: "_div", prims.PrimIDs.CEIL: "_math.ceil", prims.PrimIDs.FLOOR: "_math.floor",
+                 prims.PrimIDs.TRUNC: "_math.trunc", prims.PrimIDs.FMOD: "_math.fmod",
+                 prims.PrimIDs.CONVERT_ELEMENT_TYPE: "_convert"}
 
 
 class GuardProgram:
@@ -285,6 +310,8 @@ class GuardProgram:
         constants: list[Any] = []
 
         def expr(x) -> str:
+            if isinstance(x, NumberProxy) and is_static_value(x) and x.name not in params:
+                x = x.value
             if isinstance(x, NumberProxy):
                 if x.name in params:
                     return params[x.name]
@@ -305,6 +332,7 @@ class GuardProgram:
         lines.append("    return None")
         self.source = "\n".join(lines)
         namespace = {"_c": tuple(constants), "_t": tuple(texts), "_fail": _fail, "_div": prims._div_numbers,
+                     "_math": math, "_convert": _convert,
                      "_id": program_id}
         exec(compile(self.source, "<metatrace guards>", "exec"), namespace)
         self.fn = namespace["guards"]
@@ -377,8 +405,9 @@ def add_prologue_constraints(
             logger.debug("cannot project %s %s %s (%s): %s", guard.lhs, guard.op, guard.rhs, guard.why, e)
             pin_all = pin_all or str(e)
             continue
-        if not guard_leaves:
-            continue  # constant on both sides: holds for every call
+        if all(p.is_static_constrained() for p in guard_leaves):
+            # constants, or static inputs whose values thunder's own prologue checks already
+            continue
         for p in guard_leaves:
             leaves.setdefault(p.name, p)
         guards.append(guard)

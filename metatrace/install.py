@@ -6,7 +6,7 @@ import inspect
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import cache, grad_guards, guard_op, jit_hooks, pyexec, renames, safety_net
+from metatrace import cache, clang_math, grad_guards, guard_op, jit_hooks, module_state, pyexec, renames, safety_net
 from metatrace.codegen import prim_symbols
 from metatrace.explain import configure_from_environment
 from metatrace.loader import load
@@ -94,6 +94,8 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
             safety_net.install()
             jit_hooks.install()
             grad_guards.install()
+            module_state.install()
+            clang_math.install()
         except BaseException:
             _restore(installed)
             raise
@@ -110,6 +112,8 @@ def _restore(installed: _Installed) -> None:
     safety_net.uninstall()
     jit_hooks.uninstall()
     grad_guards.uninstall()
+    module_state.uninstall()
+    clang_math.uninstall()
 
 
 def disable() -> None:

@@ -6,11 +6,15 @@ and outputs but not the size symbols inside an output tensor's shape. Once recor
 folds ``stop - 0`` to ``stop``, a slice's output size *is* the input symbol, so the first
 computation trace would show the stale name with no definition. The wrapper below renames size
 symbols too; tensor proxies are shared between traces, so this is done in place, once.
+Under symbolic values a TensorProxy's ``numel`` is a closure over the shape it was built with,
+so it is replaced by one that reads the renamed shape (else the grad transform's
+``a.numel`` brought the stale names back, into backward traces).
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 
 import thunder.core.jit_ext as jit_ext
 from thunder.core.proxies import NumberProxy, TensorProxy
@@ -26,7 +30,17 @@ def _rename_sizes(bsyms, renames: dict[str, object], seen: set[int]) -> None:
                 shape = p._shape
                 if any(isinstance(s, NumberProxy) and s.name in renames for s in shape):
                     p._shape = tuple(renames.get(s.name, s) if isinstance(s, NumberProxy) else s for s in shape)
+                    if callable(p._numel):
+                        p._numel = _numel_of_current_shape(p)
         _rename_sizes(bsym.subsymbols, renames, seen)
+
+
+def _numel_of_current_shape(p: TensorProxy):
+    # A plain function like thunder's own lambda (pytree flattens functions, not partials).
+    def numel(*args):
+        return functools.reduce(operator.mul, p._shape, 1)
+
+    return numel
 
 
 @functools.wraps(_original)

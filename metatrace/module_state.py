@@ -1,0 +1,94 @@
+"""Static module state under ``cache="symbolic values"``: parameter and buffer shapes, attributes.
+
+A module's parameters and buffers do not change shape between calls, so giving them size
+symbols only costs: every weight size becomes a prologue input, and thunder 0.2.6 cannot even
+unpack one (a parameter reached through ``weight.shape[0]`` is unpacked as a fresh proxy
+without the STATIC_MEMORY_LOCATION tag, and the prologue asserts). Parameters and buffers are
+proxied with integer shapes instead; the prologue's ``check_tensor_shape_and_metadata`` then
+checks those exact sizes, so a resized parameter misses the cache rather than reusing it.
+Inputs keep their size symbols.
+
+Numbers read from the module's attributes (``config.n_head``, ``dropout.p``, ``training``) are
+made static the same way thunder's constant-values cache does it (``CONSTRAINT.STATIC``: the
+prologue checks the value), as PyTorch's dynamo specializes on module attributes: they are
+configuration, not inputs, and as symbols they only hide constants from metas and executors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import thunder.core.jit_ext as jit_ext
+import thunder.core.proxies as proxies
+import torch
+from thunder.core.interpreter import PseudoInst
+from thunder.core.proxies import CONSTRAINT, NumberProxy, ProvenanceRecord
+
+_original_tensorproxy = proxies.tensorproxy
+_original_proxify = jit_ext.JitCtx.proxify
+_MODULE_STATE_ATTRS = frozenset({"_parameters", "_buffers"})
+
+
+def is_module_state(t: torch.Tensor, history) -> bool:
+    """A Parameter, or a tensor the interpreter read as ``module._parameters[name]`` /
+    ``module._buffers[name]`` (buffers are plain tensors: only their provenance tells)."""
+    if isinstance(t, torch.nn.Parameter):
+        return True
+    if not isinstance(history, ProvenanceRecord) or history.inst is not PseudoInst.BINARY_SUBSCR:
+        return False
+    container = history.inputs[0]
+    if container.inst is not PseudoInst.LOAD_ATTR:
+        return False
+    attr = container.inputs[1]
+    return attr.inst is PseudoInst.CONSTANT and attr.value in _MODULE_STATE_ATTRS
+
+
+@contextlib.contextmanager
+def _integer_shapes():
+    # tensorproxy (and TensorProxy's property inference) ask this module-level function
+    # whether to make size symbols; answering False for this one call gives integer sizes.
+    original = proxies.using_symbolic_values
+    proxies.using_symbolic_values = lambda: False
+    try:
+        yield
+    finally:
+        proxies.using_symbolic_values = original
+
+
+@functools.wraps(_original_tensorproxy)
+def tensorproxy(t, /, *, name, history=None):
+    if proxies.using_symbolic_values() and is_module_state(t, history):
+        with _integer_shapes():
+            return _original_tensorproxy(t, name=name, history=history)
+    return _original_tensorproxy(t, name=name, history=history)
+
+
+def read_from_module(history) -> bool:
+    """The value was reached from the jitted module object (an attribute, at any depth), not
+    from the call's arguments."""
+    while isinstance(history, ProvenanceRecord) and history.inputs:
+        history = history.inputs[0]
+    return (
+        isinstance(history, ProvenanceRecord)
+        and history.inst is PseudoInst.INPUT_FN
+        and bool(history.ext_flag & jit_ext.EXT_FLAG_IS_MODULE)
+    )
+
+
+@functools.wraps(_original_proxify)
+def proxify(self, value):
+    p = _original_proxify(self, value)
+    if isinstance(p, NumberProxy) and proxies.using_symbolic_values() and read_from_module(value.provenance):
+        p.constraint = CONSTRAINT.STATIC
+    return p
+
+
+def install() -> None:
+    proxies.tensorproxy = tensorproxy
+    jit_ext.JitCtx.proxify = proxify
+
+
+def uninstall() -> None:
+    proxies.tensorproxy = _original_tensorproxy
+    jit_ext.JitCtx.proxify = _original_proxify
