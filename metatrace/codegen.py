@@ -23,11 +23,15 @@ from pathlib import Path
 import rewrites
 from metatrace import cache
 from metatrace.version import TESTED_THUNDER_VERSION, thunder_version, warn_if_untested
-from rewrites.pipeline import RewriteError, parse, rewrite_functions
+from rewrites.int_as_function import MAPPING_FUNCTIONS
+from rewrites.pipeline import RewriteError, parse, rewrite_functions, rewrite_grad_rules
 
 # Modules whose functions are rewritten. A meta calling a function of any other module gets it
 # unchanged: that is safe only for modules that never compute with numbers (ALLOWED_MODULES).
 SOURCE_MODULES = ("thunder.core.baseutils", "thunder.core.utils", "thunder.core.prims")
+# The module of thunder's autograd rules: rules that convert sizes with ``int`` as a function
+# (``tree_map(int, padding)``) get the converter rewrite (rewrites.int_as_function).
+GRAD_RULE_MODULE = "thunder.core.transforms"
 ALLOWED_MODULES = (
     "builtins",
     "thunder.core.dtypes",
@@ -108,7 +112,8 @@ def _top_level_defs(source: str) -> dict[str, ast.FunctionDef]:
 
 
 def read_sources() -> dict[str, str]:
-    return {name: Path(importlib.import_module(name).__file__).read_text() for name in SOURCE_MODULES}
+    names = (*SOURCE_MODULES, GRAD_RULE_MODULE)
+    return {name: Path(importlib.import_module(name).__file__).read_text() for name in names}
 
 
 def source_hash(sources: dict[str, str] | None = None) -> str:
@@ -116,7 +121,7 @@ def source_hash(sources: dict[str, str] | None = None) -> str:
     sources = read_sources() if sources is None else sources
     h = hashlib.sha256()
     h.update(thunder_version().encode())
-    for name in SOURCE_MODULES:
+    for name in (*SOURCE_MODULES, GRAD_RULE_MODULE):
         h.update(name.encode() + b"\0" + sources[name].encode() + b"\0")
     # The rewriter is part of the key: a changed rewrite must regenerate.
     here = Path(__file__).parent
@@ -197,6 +202,37 @@ class Analysis:
         return seen
 
 
+def _converts_with_int(node: ast.FunctionDef) -> bool:
+    """Whether the function passes the builtin ``int`` to ``map``/``tree_map`` (a cheap ast
+    pre-check; the libcst rewrite decides by qualified name)."""
+    mapping = {n.rsplit(".", 1)[-1] for n in MAPPING_FUNCTIONS}
+    for call in ast.walk(node):
+        if not (isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name)):
+            continue
+        callee = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+        if call.args[0].id == "int" and callee in mapping:
+            return True
+    return False
+
+
+def registered_grad_rules() -> dict[str, object]:
+    """name -> function, for every top-level function of GRAD_RULE_MODULE registered as an autograd
+    rule (``register_grad``, ``register_augmented_forward``, ``register_backward``)."""
+    transforms = importlib.import_module(GRAD_RULE_MODULE)
+    out = {}
+    for registry in (transforms._grad_fn_map, transforms.augmented_forward_impls, transforms.backward_impls):
+        for fn in registry.values():
+            raw = inspect.unwrap(fn)
+            if getattr(raw, "__module__", None) == GRAD_RULE_MODULE and "." not in raw.__qualname__:
+                out[raw.__qualname__] = raw
+    return out
+
+
+def grad_rules_to_rewrite(source: str) -> list[str]:
+    defs = _top_level_defs(source)
+    return sorted(n for n in registered_grad_rules() if n in defs and _converts_with_int(defs[n]))
+
+
 def prim_symbols() -> dict:
     """PrimIDs member -> its Symbol in thunder.core.prims."""
     from thunder.core import prims
@@ -246,6 +282,11 @@ def generate() -> tuple[str, dict]:
             analysis.function(module, name).findings.extend(str(f) for f in found)
         sections.append((module, extracted.code))
 
+    rule_names = grad_rules_to_rewrite(analysis.sources[GRAD_RULE_MODULE])
+    if rule_names:
+        rules_tree = parse(analysis.sources[GRAD_RULE_MODULE], importlib.import_module(GRAD_RULE_MODULE).__file__)
+        sections.append((GRAD_RULE_MODULE, rewrite_grad_rules(rules_tree, rule_names)))
+
     for pid_name, root in roots.items():
         reason = analysis.blocker(*root)
         if reason is not None:
@@ -262,6 +303,7 @@ def generate() -> tuple[str, dict]:
         "source_hash": source_hash,
         "generated_sha256": hashlib.sha256(text.encode()).hexdigest(),
         "sections": [m for m, _ in sections],
+        "grad_rules": rule_names,
         "prims": dict(sorted(entries.items())),
     }
     return text, manifest

@@ -17,6 +17,7 @@ import thunder.transforms.autodiff as autodiff
 from thunder.core.compile_data import _compile_data
 
 from metatrace import sink
+from metatrace.runtime import INTERPRETING
 from metatrace.guards import (
     PROGRAMS,
     Guard,
@@ -71,9 +72,11 @@ def grad_transform_on_trace(trace, /, *args, **kwargs):
     program_id, leaves, renamed, shown = pending
     collector = GuardCollector()
     token = sink.COLLECTOR.set(collector)
+    recording = INTERPRETING.set(True)
     try:
         result = _original(trace, *args, **kwargs)
     finally:
+        INTERPRETING.reset(recording)
         sink.COLLECTOR.reset(token)
     if collector.guards:
         PROGRAMS[program_id] = _program(program_id, collector, leaves, renamed, shown, [trace, result])

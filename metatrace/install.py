@@ -6,7 +6,7 @@ import inspect
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import cache, clang_math, grad_guards, guard_op, jit_hooks, module_state, pyexec, renames, safety_net
+from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_hooks, module_state, pyexec, renames, safety_net
 from metatrace.codegen import prim_symbols
 from metatrace.explain import configure_from_environment
 from metatrace.loader import load
@@ -18,6 +18,7 @@ from metatrace.version import warn_if_untested
 class _Installed:
     swapped: list = field(default_factory=list)  # (symbol, original meta)
     pyexec_undo: list = field(default_factory=list)
+    grad_rules_undo: list = field(default_factory=list)
     manifest: dict = field(default_factory=dict)
     load_failures: dict = field(default_factory=dict)
 
@@ -89,6 +90,7 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
                     installed.swapped.append((shared, shared.meta))
                     object.__setattr__(shared, "meta", new_meta)
             installed.pyexec_undo = pyexec.register()
+            installed.grad_rules_undo = grad_rules.install(loaded.grad_rules)
             renames.install()
             guard_op.register()
             safety_net.install()
@@ -107,6 +109,7 @@ def _restore(installed: _Installed) -> None:
     for sym, original in reversed(installed.swapped):
         object.__setattr__(sym, "meta", original)
     pyexec.unregister(installed.pyexec_undo)
+    grad_rules.uninstall(installed.grad_rules_undo)
     renames.uninstall()
     guard_op.unregister()
     safety_net.uninstall()

@@ -48,16 +48,9 @@ def interpret(fn, *args, **kwargs):
             jit_ext.get_jit_ctx()._metatrace_call = (call_args, call_kwargs)
         except LookupError:
             pass
-        # A trace that will be differentiated is traced without recording (guards stay on):
-        # thunder's grad transform and forward/backward split do not yet carry recorded size
-        # arithmetic into backward traces (it can reference forward sizes the backward does
-        # not receive). See the notes of the backward-traces issue.
-        token = INTERPRETING.set(False) if _needs_grad(call_args, call_kwargs) else None
         try:
             return jfn(*call_args, **call_kwargs)
         finally:
-            if token is not None:
-                INTERPRETING.reset(token)
             remembering._last_interpreter_log = getattr(jfn, "_last_interpreter_log", None)
 
     return remembering

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import metatrace.runtime as runtime
-from metatrace.codegen import SECTION_MARKER, prim_symbols
+from metatrace.codegen import GRAD_RULE_MODULE, SECTION_MARKER, prim_symbols
 
 
 class RewrittenModule(types.ModuleType):
@@ -56,6 +56,7 @@ def _find_code(code: types.CodeType, qualname: str) -> types.CodeType | None:
 class LoadedMetas:
     metas: dict[str, types.FunctionType]  # PrimIDs name -> rewritten raw meta
     failures: dict[str, str]  # PrimIDs name -> why its rewritten meta could not be built
+    grad_rules: dict[str, types.FunctionType]  # autograd rule name -> rewritten rule
 
 
 def load(text: str, manifest: dict, path: Path) -> LoadedMetas:
@@ -93,7 +94,9 @@ def load(text: str, manifest: dict, path: Path) -> LoadedMetas:
             metas[pid_name] = _rebuild(raw, namespaces)
         except LookupError as e:
             failures[pid_name] = str(e)
-    return LoadedMetas(metas, failures)
+    grad_rules = {name: rewritten[GRAD_RULE_MODULE][name] for name in manifest.get("grad_rules", [])
+                  if name in rewritten.get(GRAD_RULE_MODULE, {})}
+    return LoadedMetas(metas, failures, grad_rules)
 
 
 def _rebuild(raw: types.FunctionType, namespaces: dict[str, dict]) -> types.FunctionType:

@@ -504,3 +504,12 @@ def hash_(x) -> int:
 
 def round_(x, ndigits=None):
     return builtins.round(concretize(x, "round()"), ndigits)
+
+
+def symbolic_int(x):
+    """``int`` as the converter of ``tree_map``/``map`` in a rewritten autograd rule: an integer
+    symbol stays a symbol (whatever consumes it records its arithmetic); a float symbol is
+    converted as ``int()`` does, guarded; numpy and Python numbers become ints."""
+    if isinstance(x, NumberProxy) and x.python_type is builtins.int:
+        return x
+    return int_(x)

@@ -12,6 +12,11 @@ switched off, which makes numbers with no producer. While a prim's meta runs, Nu
 comparison and arithmetic operators therefore go through metatrace's runtime: comparisons give a
 relation the guards can express (decided at once: the result is a plain bool), arithmetic is recorded like the rewritten metas' own.
 
+Outside metas (thunder's autograd rules: ``if s == 1`` on a size) thunder records the
+comparison itself into the trace, but the grad transform's dead-code elimination can drop it
+before the guards are projected; the producers of a concretized number are therefore looked up
+in the trace's open scopes and handed to the collector (``sink.produced``) when it is guarded.
+
 In user code, ``if flag > 5`` reaches the interpreter's ``bool`` lookaside, which marks the
 proxy static (an equality guard). metatrace's lookaside reports the relation instead, so every
 value on the same side of it reuses the entry.
@@ -72,26 +77,62 @@ def _arithmetic(name: str, fn, swapped: bool):
     return arithmetic
 
 
+# How far back in each open scope a producer is looked for: rules use what they just computed.
+_SCOPE_WINDOW = 512
+
+
+def _find_producer(scopes: list, name: str):
+    for scope in reversed(scopes):
+        for bsym in reversed(scope[-_SCOPE_WINDOW:]):
+            if any(out.name == name for out in bsym.flat_proxy_outs):
+                return bsym
+    return None
+
+
+def _report_producers(x) -> None:
+    """Hands the collector the bound symbols (thunder's own number ops) that computed ``x``."""
+    if sink.COLLECTOR.get() is None or runtime.RECORDER.get() is not None:
+        return  # no guards wanted, or a meta's recorder already reports what it records
+    trace = get_tracectx()
+    if trace is None:
+        return
+    scopes = [scope for scope in trace.scopes if scope is not None]
+    todo, seen = [x], set()
+    while todo:
+        p = todo.pop()
+        if not isinstance(p, NumberProxy) or p.name in seen or p.history is not None:
+            continue  # not a number, done, or an input (a leaf of the guard)
+        seen.add(p.name)
+        bsym = _find_producer(scopes, p.name)
+        if bsym is not None:
+            sink.produced(bsym)
+            todo.extend(bsym.flat_proxy_args)
+
+
 def _bool(self) -> bool:
     value = _originals["__bool__"](self)
+    _report_producers(self)
     sink.relation("ne", self, 0, value)
     return value
 
 
 def _index(self) -> int:
     value = _originals["__index__"](self)
+    _report_producers(self)
     sink.static(self, value, "__index__")
     return value
 
 
 def _int(self) -> int:
     value = _originals["__int__"](self)
+    _report_producers(self)
     sink.static(self, self.value, "int()")
     return value
 
 
 def _float(self) -> float:
     value = _originals["__float__"](self)
+    _report_producers(self)
     sink.static(self, self.value, "float()")
     return value
 

@@ -106,3 +106,20 @@ def rewrite_functions(module: cst.Module, names: Sequence[str], *, first_lines: 
     rewritten = rewrite_module(wrapper.module, wrapper)
     body = rewritten.body[len(imports):]
     return ExtractedFunctions(code=cst.Module(body=body).code, findings=findings)
+
+
+def rewrite_grad_rules(module: cst.Module, names: Sequence[str]) -> str:
+    """The named autograd rules of ``module`` with only the converter rewrite applied.
+
+    Rules run inside thunder's grad transform, where thunder itself records the arithmetic of
+    NumberProxies (no meta recorder is active), so the meta pipeline's arithmetic and condition
+    rewrites do not apply: only the places that would bake a symbol in are changed.
+    """
+    from rewrites.int_as_function import IntAsFunctionTransformer
+
+    functions = top_level_functions(module)
+    selected = [functions[n] for n in names]
+    imports = _imports(module)
+    wrapper = MetadataWrapper(cst.Module(body=[*imports, *selected]), unsafe_skip_copy=True)
+    rewritten = wrapper.visit(IntAsFunctionTransformer())
+    return cst.Module(body=rewritten.body[len(imports):]).code

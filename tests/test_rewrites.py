@@ -303,3 +303,30 @@ def test_rewrite_functions_reports_findings_with_original_lines():
 def test_unparsable_source_names_the_file():
     with pytest.raises(RewriteError, match="cannot parse broken.py"):
         parse("def f(:\n", "broken.py")
+
+
+# --- int passed as a converter (autograd rules) -----------------------------------------------
+
+
+def test_int_as_converter_argument_keeps_symbols():
+    from rewrites.int_as_function import IntAsFunctionTransformer
+
+    golden(
+        IntAsFunctionTransformer,
+        "from thunder.core.pytree import tree_map\n"
+        "padding = tree_map(int, padding)\nwidths = list(map(int, widths))\n",
+        "from thunder.core.pytree import tree_map\n"
+        "padding = tree_map(_mt.symbolic_int, padding)\nwidths = list(map(_mt.symbolic_int, widths))\n",
+    )
+
+
+def test_int_called_or_shadowed_is_left_alone():
+    from rewrites.int_as_function import IntAsFunctionTransformer
+
+    # A parameter named int is not the builtin, a call of int is not a converter, and
+    # int as a type (isinstance, or a second argument) is not a conversion: all unchanged.
+    source = (
+        "def f(x, int):\n    return tree_map(int, x)\n\n"
+        "y = int(z)\nok = isinstance(y, int)\nz = tree_map(f, int)\n"
+    )
+    assert apply(IntAsFunctionTransformer, source) == source
