@@ -42,7 +42,7 @@ REPLAYABLE = {
     prims.PrimIDs.GT: ">", prims.PrimIDs.GE: ">=",
     prims.PrimIDs.NEG: "neg", prims.PrimIDs.PY_ABS: "abs", prims.PrimIDs.MAXIMUM: "max", prims.PrimIDs.MINIMUM: "min",
     prims.PrimIDs.CEIL: "ceil", prims.PrimIDs.FLOOR: "floor", prims.PrimIDs.TRUNC: "trunc",
-    prims.PrimIDs.FMOD: "fmod", prims.PrimIDs.CONVERT_ELEMENT_TYPE: "convert",
+    prims.PrimIDs.FMOD: "fmod", prims.PrimIDs.CONVERT_ELEMENT_TYPE: "convert", prims.PrimIDs.SIGNBIT: "signbit",
 }
 
 
@@ -277,7 +277,7 @@ _PY_OPERATORS = {
 _PY_FUNCTIONS = {prims.PrimIDs.MAXIMUM: "max", prims.PrimIDs.MINIMUM: "min", prims.PrimIDs.PY_ABS: "abs",
                  prims.PrimIDs.DIV: "_div", prims.PrimIDs.CEIL: "_math.ceil", prims.PrimIDs.FLOOR: "_math.floor",
                  prims.PrimIDs.TRUNC: "_math.trunc", prims.PrimIDs.FMOD: "_math.fmod",
-                 prims.PrimIDs.CONVERT_ELEMENT_TYPE: "_convert"}
+                 prims.PrimIDs.CONVERT_ELEMENT_TYPE: "_convert", prims.PrimIDs.SIGNBIT: "_signbit"}
 
 
 class GuardProgram:
@@ -332,7 +332,7 @@ class GuardProgram:
         lines.append("    return None")
         self.source = "\n".join(lines)
         namespace = {"_c": tuple(constants), "_t": tuple(texts), "_fail": _fail, "_div": prims._div_numbers,
-                     "_math": math, "_convert": _convert,
+                     "_math": math, "_convert": _convert, "_signbit": prims._signbit_number,
                      "_id": program_id}
         exec(compile(self.source, "<metatrace guards>", "exec"), namespace)
         self.fn = namespace["guards"]

@@ -25,6 +25,7 @@ value on the same side of it reuses the entry.
 from __future__ import annotations
 
 import thunder.core.jit_ext as jit_ext
+import thunder.core.prims as prims
 from thunder.core.interpreter import default_lookaside
 from thunder.core.proxies import IntegerProxy, NumberProxy
 
@@ -104,7 +105,7 @@ def _report_producers(x) -> None:
             continue  # not a number, done, or an input (a leaf of the guard)
         seen.add(p.name)
         bsym = _find_producer(scopes, p.name)
-        if bsym is not None:
+        if bsym is not None and bsym.sym.id != prims.PrimIDs.SHAPE:  # shape re-binds, never defines
             sink.produced(bsym)
             todo.extend(bsym.flat_proxy_args)
 
