@@ -43,6 +43,11 @@ def _numel_of_current_shape(p: TensorProxy):
     return numel
 
 
+def rename_sizes(bsyms, renames: dict[str, object]) -> None:
+    """Size symbols named in ``renames`` replaced, in place, in the shapes of ``bsyms``' outputs."""
+    _rename_sizes(bsyms, renames, set())
+
+
 @functools.wraps(_original)
 def apply_trace_proxy_rename(trace, rename_proxy_swapmap=None, name=None):
     new_trace = _original(trace, rename_proxy_swapmap, name)

@@ -1,0 +1,154 @@
+"""Traces after interpretation keep every size symbol defined.
+
+Two thunder passes lose the definitions of size symbols that recorded arithmetic gave:
+
+- dead-code elimination keeps a bound symbol only if an *argument* of a kept one uses its
+  output, and a size symbol is often used only inside a tensor's shape: a kept ``pad``'s output
+  ``f32[i48, ...]`` kept nothing that defines ``i48``. The wrapped ``dce`` puts back, in trace
+  order, the producers of every size symbol that the kept bound symbols' tensors carry (and,
+  transitively, of the numbers those producers use).
+- executor passes (``transform_for_execution``) call the executors' symbols again, which reruns
+  the metas: with recording off they made fresh, undefined sizes (``t154: f32[i118, ...]``).
+  Recording stays on through them, so those sizes are computed (or folded to existing
+  symbols) in the execution trace too.
+
+- those passes (thunder's ``TraceSubstitutionProcessor``s) also re-run the number ops, whose
+  new outputs replace the old ones in arguments through the processor's swap map, but not inside
+  tensor shapes: the sizes are renamed the same way (as ``metatrace.renames`` does for the
+  interpreter's renames).
+
+thunder imports ``dce`` by name in several modules; each binding is swapped and restored.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import thunder
+import thunder.core.transform_common as transform_common
+import thunder.executors.passes as passes
+from thunder.core.compile_data import using_symbolic_values
+from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.core.pytree import tree_iter
+
+from metatrace.renames import rename_sizes
+from metatrace.runtime import INTERPRETING
+from thunder.core.trace_interpreter import TraceSubstitutionProcessor
+
+_original_processor_call = TraceSubstitutionProcessor.__call__
+
+_original_dce = transform_common.dce
+_original_transform_for_execution = passes.transform_for_execution
+_original_operator_pass = passes._transform_for_operator_executor_execution
+_swapped: list = []
+
+
+def _sizes_of(bsym):
+    for p in tree_iter((bsym.args, bsym.kwargs, bsym.output)):
+        if isinstance(p, TensorProxy):
+            yield from (s for s in p._shape if isinstance(s, NumberProxy))
+
+
+def restore_size_producers(before, after):
+    """``after`` (a DCE of ``before``) with the producers of its tensors' size symbols put back."""
+    kept = {id(b) for b in after.bound_symbols}
+    defined = {p.name for p in tree_iter((after.args, after.kwargs)) if hasattr(p, "name")}
+    for p in tree_iter((after.args, after.kwargs)):
+        if isinstance(p, TensorProxy):
+            defined.update(s.name for s in p._shape if isinstance(s, NumberProxy))
+    producers = {}
+    for b in before.bound_symbols:
+        for out in b.flat_proxy_outs:
+            producers.setdefault(out.name, b)
+    for b in after.bound_symbols:
+        defined.update(out.name for out in b.flat_proxy_outs)
+    wanted = [s for b in after.bound_symbols for s in _sizes_of(b) if s.name not in defined]
+    restored: set[int] = set()
+    while wanted:
+        s = wanted.pop()
+        producer = producers.get(s.name)
+        if producer is None or id(producer) in kept or id(producer) in restored:
+            continue
+        restored.add(id(producer))
+        wanted.extend(a for a in producer.flat_proxy_args if isinstance(a, NumberProxy) and a.name not in defined)
+    if not restored:
+        return after
+    # Each goes right before its first user; latest first, so a producer feeding another
+    # restored one lands before it.
+    bsyms = list(after.bound_symbols)
+    for producer in reversed([b for b in before.bound_symbols if id(b) in restored]):
+        outs = {o.name for o in producer.flat_proxy_outs}
+        at = next((i for i, b in enumerate(bsyms) if _uses(b, outs)), len(bsyms) - 1)
+        bsyms.insert(at, producer)
+    after.bound_symbols = bsyms
+    return after
+
+
+def _uses(bsym, names: set[str]) -> bool:
+    if any(a.name in names for a in bsym.flat_proxy_args):
+        return True
+    return any(s.name in names for s in _sizes_of(bsym))
+
+
+@functools.wraps(_original_dce)
+def dce(trace, needed_proxies=None):
+    result = _original_dce(trace, needed_proxies)
+    if not using_symbolic_values():
+        return result
+    return restore_size_producers(trace, result)
+
+
+def _recording(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        token = INTERPRETING.set(True) if using_symbolic_values() else None
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if token is not None:
+                INTERPRETING.reset(token)
+
+    return wrapper
+
+
+transform_for_execution = _recording(_original_transform_for_execution)
+transform_for_operator_executor_execution = _recording(_original_operator_pass)
+
+
+@functools.wraps(_original_processor_call)
+def processor_call(self):
+    result = _original_processor_call(self)
+    if using_symbolic_values():
+        renamed = {
+            old.proxy.name: new
+            for old, new in self.swap_map.items()
+            if isinstance(old.proxy, NumberProxy) and isinstance(new, NumberProxy) and old.proxy.name != new.name
+        }
+        if renamed:
+            rename_sizes(self.new_trace.bound_symbols, renamed)
+    return result
+
+
+def install() -> None:
+    TraceSubstitutionProcessor.__call__ = processor_call
+    replacements = {
+        id(_original_dce): dce,
+        id(_original_transform_for_execution): transform_for_execution,
+        id(_original_operator_pass): transform_for_operator_executor_execution,
+    }
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "thunder" or name.startswith("thunder.")):
+            continue
+        for attr in ("dce", "transform_for_execution", "_transform_for_operator_executor_execution"):
+            value = module.__dict__.get(attr)
+            if value is not None and id(value) in replacements:
+                _swapped.append((module, attr, value))
+                setattr(module, attr, replacements[id(value)])
+
+
+def uninstall() -> None:
+    TraceSubstitutionProcessor.__call__ = _original_processor_call
+    while _swapped:
+        module, attr, value = _swapped.pop()
+        setattr(module, attr, value)
