@@ -26,6 +26,7 @@ import functools
 import sys
 
 import thunder
+import thunder.core.prims as prims
 import thunder.core.transform_common as transform_common
 import thunder.executors.passes as passes
 from thunder.core.compile_data import using_symbolic_values
@@ -59,6 +60,8 @@ def restore_size_producers(before, after):
             defined.update(s.name for s in p._shape if isinstance(s, NumberProxy))
     producers = {}
     for b in before.bound_symbols:
+        if b.sym.id == prims.PrimIDs.SHAPE or b.sym.name == "shape" or b.sym.name.startswith("unpack"):
+            continue  # they re-bind sizes of tensors that must already exist; never a definition
         for out in b.flat_proxy_outs:
             producers.setdefault(out.name, b)
     for b in after.bound_symbols:
@@ -120,14 +123,35 @@ transform_for_operator_executor_execution = _recording(_original_operator_pass)
 def processor_call(self):
     result = _original_processor_call(self)
     if using_symbolic_values():
-        renamed = {
-            old.proxy.name: new
-            for old, new in self.swap_map.items()
-            if isinstance(old.proxy, NumberProxy) and isinstance(new, NumberProxy) and old.proxy.name != new.name
-        }
+        renamed = _renamed_numbers(self)
         if renamed:
             rename_sizes(self.new_trace.bound_symbols, renamed)
     return result
+
+
+def _renamed_numbers(processor) -> dict:
+    """Old number name -> its replacement: numbers swapped directly, and the sizes of swapped
+    tensors (a re-run op's output may carry new size symbols; tensors computed from the old
+    output still carry the old ones)."""
+    renamed = {}
+    old_tensors: dict = {}
+
+    def collect(bsyms):  # decomposed symbols' subsymbols are processed (and swapped) too
+        for b in bsyms:
+            for o in b.flat_proxy_outs:
+                if isinstance(o, TensorProxy):
+                    old_tensors.setdefault(o.name, o)
+            collect(b.subsymbols)
+
+    collect(processor.trace.bound_symbols)
+    for old, new in processor.swap_map.items():
+        if isinstance(old.proxy, NumberProxy) and isinstance(new, NumberProxy) and old.proxy.name != new.name:
+            renamed[old.proxy.name] = new
+        elif isinstance(new, TensorProxy) and (before := old_tensors.get(old.proxy.name)) is not None:
+            for was, now in zip(before._shape, new._shape):
+                if isinstance(was, NumberProxy) and was.name != getattr(now, "name", None):
+                    renamed.setdefault(was.name, now)
+    return renamed
 
 
 def install() -> None:

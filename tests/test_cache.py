@@ -31,8 +31,13 @@ def test_generation_is_deterministic():
 
 def test_generated_module_is_rewritten_thunder_code_not_a_copy():
     text, manifest = codegen.generate()
-    assert manifest["sections"] == ["thunder.core.baseutils", "thunder.core.utils", "thunder.core.prims"]
+    assert manifest["sections"] == [
+        "thunder.core.baseutils", "thunder.core.utils", "thunder.core.prims", "thunder.core.transforms"
+    ]
     assert "def slice_meta(" in text and "_mt.floordiv(" in text
+    # The autograd rule that converts sizes with tree_map(int, ...) gets the converter rewrite.
+    assert manifest["grad_rules"] == ["_slice_prim_grad"]
+    assert "tree_map(_mt.symbolic_int, padding)" in text
     assert f"# source-hash: {manifest['source_hash']}" in text
 
 

@@ -1,5 +1,6 @@
 """Every opinfo sample (CPU, float32 where supported) under ``cache="symbolic values"``:
-with metatrace enabled the strict checker passes on the first computation trace, and every
+with metatrace enabled the strict checker passes on every trace (prologue, every computation
+stage down to the executed one), and every
 sample that works with stock thunder still works and gives the same result (compared with the
 op's torch reference by the harness). Samples per op: $METATRACE_SWEEP_SAMPLES (harness default).
 """
@@ -31,7 +32,8 @@ def outcomes() -> dict[str, list[tuple[str, str, str, list]]]:
             r = run_case(op, sample, cache="symbolic values")
             orphans = []
             if r.status in ("ok", "mismatch"):
-                orphans = [str(o) for o in find_orphans(thunder.last_traces(r.jfn)[0])]
+                traces = [*thunder.last_prologue_traces(r.jfn), *thunder.last_traces(r.jfn)]
+                orphans = [f"{t.get_provenance()}: {o}".replace("\n", " ") for t in traces for o in find_orphans(t)]
             result[op.name].append((stock_status, r.status, (r.error or "")[:400], orphans))
     return result
 

@@ -10,7 +10,11 @@
    not pay for the other's garbage); the ratio of the totals and the median per-sample ratio.
 3. prologue cost on a cache hit: the cache entry's prologue function called on the same inputs,
    stock thunder against metatrace (both ``cache="symbolic values"``), median of many calls.
-"""
+4. nanoGPT (issue 4's sizes): eval forward + training step over sequence lengths 8..64 on a fresh
+   jitted model, total wall time (compiles included), stock thunder under constant values
+   against metatrace under symbolic values, alternated ``--gpt-repeats`` times; median totals,
+   their ratio, and the compiles of each.
+""",
 
 from __future__ import annotations
 
@@ -120,10 +124,44 @@ def bench_prologue(repeats: int) -> list[tuple[str, float, float]]:
     return out
 
 
+def _gpt_sequence(enable: bool) -> tuple[float, int]:
+    import torch
+    from test_modules import SEQUENCE_LENGTHS, small_gpt
+
+    model = small_gpt()
+    cache = "symbolic values" if enable else "constant values"
+    context = metatrace.enable() if enable else contextlib.nullcontext()
+    gc.collect()
+    with context:
+        jm = thunder.jit(model, cache=cache)
+        start = time.perf_counter()
+        for T in SEQUENCE_LENGTHS:
+            x, y = torch.randint(0, 256, (2, T)), torch.randint(0, 256, (2, T))
+            model.eval()
+            with torch.no_grad():
+                jm(x)
+            model.train()
+            model.zero_grad()
+            _, loss = jm(x, y)
+            loss.backward()
+        return time.perf_counter() - start, thunder.cache_misses(jm)
+
+
+def bench_nanogpt(repeats: int) -> tuple[float, float, int, int]:
+    stock, ours = [], []
+    for _ in range(repeats):
+        stock_s, stock_compiles = _gpt_sequence(False)
+        ours_s, our_compiles = _gpt_sequence(True)
+        stock.append(stock_s)
+        ours.append(ours_s)
+    return statistics.median(stock), statistics.median(ours), stock_compiles, our_compiles
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=2, help="opinfo samples per op")
     parser.add_argument("--repeats", type=int, default=3, help="codegen repetitions")
+    parser.add_argument("--gpt-repeats", type=int, default=3, help="nanoGPT sequence repetitions (0: skip)")
     args = parser.parse_args()
 
     with metatrace.enable():  # warm: cache generated and loaded, first-use costs paid
@@ -135,6 +173,11 @@ def main() -> None:
     for label, stock, ours in bench_prologue(args.repeats * 5):
         print(f"prologue on a cache hit, {label}: stock {stock * 1e6:.1f} us, metatrace {ours * 1e6:.1f} us, "
               f"ratio {ours / stock:.3f}  (target <= 1.10)")
+    if args.gpt_repeats:
+        stock, ours, stock_compiles, our_compiles = bench_nanogpt(args.gpt_repeats)
+        print(f"nanoGPT eval + training step over T=8..64 (median of {args.gpt_repeats}): stock constant values "
+              f"{stock:.1f} s ({stock_compiles} compiles), metatrace symbolic values {ours:.1f} s "
+              f"({our_compiles} compiles), ratio {ours / stock:.3f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,64 @@
+"""Gradients over every opinfo that supports grad (CPU, float32) under symbolic values.
+
+For each op, its first samples (``SAMPLES_PER_OP``) with ``requires_grad=True`` tensors run
+through stock thunder under constant values (the baseline: what thunder can differentiate at
+all), then with metatrace under symbolic values, once on a fresh jitted function per sample
+and once on one jitted function shared by the op's samples. Wherever the baseline is ok:
+forward results and gradients equal eager PyTorch in both runs, and every trace of the fresh
+function (prologue, computation stages, backward) passes the strict checker.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+import thunder
+
+import metatrace
+from grad_harness import grad_ops, iter_grad_samples, run_grad_case, run_grad_shared
+from metatrace.checker import find_orphans
+
+SAMPLES_PER_OP = 2
+OPS = {op.name: op for op in grad_ops()}
+
+
+def _orphans(jfn) -> list[str]:
+    traces = [*thunder.last_prologue_traces(jfn), *thunder.last_traces(jfn), *thunder.last_backward_traces(jfn)]
+    return [f"{t.get_provenance()}: {o}".replace("\n", " ")[:200] for t in traces for o in find_orphans(t)]
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, list[dict]]:
+    assert not metatrace.is_enabled()
+    result: dict[str, list[dict]] = defaultdict(list)
+    for name, op in OPS.items():
+        samples = iter_grad_samples(op, SAMPLES_PER_OP)
+        baseline = [run_grad_case(op, s, cache="constant values") for s in samples]
+        with metatrace.enable():
+            fresh = [run_grad_case(op, s, cache="symbolic values") for s in samples]
+            orphans = [_orphans(r.jfn) if r.status == "ok" else [] for r in fresh]
+            shared = list(run_grad_shared(op, samples, cache="symbolic values"))
+        for b, f, o, s in zip(baseline, fresh, orphans, shared):
+            result[name].append({"baseline": b, "fresh": f, "orphans": o, "shared": s})
+    return result
+
+
+@pytest.mark.sweep
+@pytest.mark.parametrize("op_name", sorted(OPS))
+def test_gradients_under_metatrace(op_name, outcomes):
+    for i, case in enumerate(outcomes[op_name]):
+        if case["baseline"].status != "ok":
+            continue  # thunder cannot differentiate this sample at all (counted below)
+        for run in ("fresh", "shared"):
+            r = case[run]
+            assert r.status == "ok", f"sample {i} ({run}): {r.status}: {r.error}"
+        assert not case["orphans"], f"sample {i}: {case['orphans'][:3]}"
+
+
+def test_grad_sweep_covers_most_samples(outcomes):
+    cases = [c for per_op in outcomes.values() for c in per_op]
+    baseline_ok = sum(c["baseline"].status == "ok" for c in cases)
+    print(f"\n{len(OPS)} grad ops, {len(cases)} samples, baseline ok {baseline_ok}")
+    assert len(OPS) >= 150 and baseline_ok >= 0.8 * len(cases)
