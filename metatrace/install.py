@@ -6,7 +6,7 @@ import inspect
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_hooks, later_stages, module_state, pyexec, renames, safety_net
+from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_hooks, later_stages, module_state, numel, pyexec, renames, safety_net
 from metatrace.codegen import prim_symbols
 from metatrace.explain import configure_from_environment
 from metatrace.loader import load
@@ -99,6 +99,7 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
             module_state.install()
             clang_math.install()
             later_stages.install()
+            numel.install()
         except BaseException:
             _restore(installed)
             raise
@@ -119,6 +120,7 @@ def _restore(installed: _Installed) -> None:
     module_state.uninstall()
     clang_math.uninstall()
     later_stages.uninstall()
+    numel.uninstall()
 
 
 def disable() -> None:

