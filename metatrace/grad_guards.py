@@ -17,6 +17,7 @@ import thunder.transforms.autodiff as autodiff
 from thunder.core.compile_data import _compile_data
 
 from metatrace import sink
+from metatrace.later_stages import hoist_size_producers
 from metatrace.runtime import INTERPRETING
 from metatrace.guards import (
     PROGRAMS,
@@ -80,7 +81,7 @@ def grad_transform_on_trace(trace, /, *args, **kwargs):
         sink.COLLECTOR.reset(token)
     if collector.guards:
         PROGRAMS[program_id] = _program(program_id, collector, leaves, renamed, shown, [trace, result])
-    return result
+    return hoist_size_producers(result)
 
 
 def _program(program_id, collector, leaves, renamed, shown, traces) -> GuardProgram:

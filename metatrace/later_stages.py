@@ -102,6 +102,45 @@ def restore_size_producers(before, after):
     return after
 
 
+def hoist_size_producers(trace):
+    """Moves number ops that define sizes of earlier tensors up, right after their arguments.
+
+    thunder's grad transform puts each rule's forward part first and its backward part (where
+    the split of the rule's ops sends number ops that no forward *argument* uses) at the end, so
+    the producer of a forward tensor's size can come after the tensor. Moved only where its
+    arguments are defined before the tensor; otherwise left where it is.
+    """
+    bsyms = list(trace.bound_symbols)
+    moved = False
+    for producer in [b for b in bsyms if _is_number_op(b)]:
+        outs = {o.name for o in producer.flat_proxy_outs}
+        i = next(k for k, b in enumerate(bsyms) if b is producer)
+        first_user = next((k for k, b in enumerate(bsyms[:i]) if _uses(b, outs)), None)
+        if first_user is None:
+            continue
+        args = {a.name for a in producer.flat_proxy_args if isinstance(a, NumberProxy)}
+        defined_at = [k for k, b in enumerate(bsyms[:i]) if any(o.name in args for o in b.flat_proxy_outs)]
+        if defined_at and max(defined_at) >= first_user:
+            continue
+        bsyms.pop(i)
+        bsyms.insert(first_user, producer)
+        moved = True
+    if moved:
+        trace.bound_symbols = bsyms
+    return trace
+
+
+def _is_number_op(bsym) -> bool:
+    outs = bsym.flat_proxy_outs
+    return (
+        bool(outs)
+        and all(isinstance(o, NumberProxy) for o in outs)
+        and all(not isinstance(a, TensorProxy) for a in bsym.flat_proxy_args)
+        and bsym.sym.name != "shape"
+        and not bsym.sym.name.startswith("unpack")
+    )
+
+
 def _uses(bsym, names: set[str]) -> bool:
     if any(a.name in names for a in bsym.flat_proxy_args):
         return True

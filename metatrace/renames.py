@@ -54,6 +54,13 @@ def apply_trace_proxy_rename(trace, rename_proxy_swapmap=None, name=None):
     swapmap = rename_proxy_swapmap if rename_proxy_swapmap is not None else jit_ext.get_jit_ctx()._proxy_swapmap
     # Only renamed numbers can sit in a shape; most functions rename tensors only.
     renames = {v.proxy.name: new for v, new in swapmap.items() if isinstance(v.proxy, NumberProxy)}
+    # A renamed input tensor may come with other size symbols than the interpreter gave it
+    # (thunder's input proxies): what was computed from the old ones follows the new ones.
+    for v, new in swapmap.items():
+        if isinstance(v.proxy, TensorProxy) and isinstance(new, TensorProxy):
+            for was, now in zip(v.proxy._shape, new._shape):
+                if isinstance(was, NumberProxy) and was.name != getattr(now, "name", None):
+                    renames.setdefault(was.name, now)
     if renames:
         _rename_sizes(new_trace.bound_symbols, renames, set())
     return new_trace
