@@ -88,16 +88,31 @@ def restore_size_producers(before, after):
     # Forward order, each as early as its arguments allow: a producer feeding another restored
     # one lands before it. One whose arguments are not all defined before its first user
     # cannot be placed: it stays out (an orphan size beats a trace that cannot run).
+    # An argument that is a size of an existing tensor (an input's, or an earlier output's) is
+    # bound with ``prims.shape`` first: a size is a Python local only once something unpacks it.
+    owners = {s.name: (t, -1) for t in tree_iter((after.args, after.kwargs)) if isinstance(t, TensorProxy)
+              for s in t._shape if isinstance(s, NumberProxy)}
     for producer in (b for b in before.bound_symbols if id(b) in restored):
         position = {o.name: i for i, b in enumerate(bsyms) for o in b.flat_proxy_outs}
+        for i, b in enumerate(bsyms):
+            for o in b.flat_proxy_outs:
+                if isinstance(o, TensorProxy):
+                    for size in o._shape:
+                        if isinstance(size, NumberProxy):
+                            owners.setdefault(size.name, (o, i))
         args = [a.name for a in producer.flat_proxy_args if isinstance(a, NumberProxy)]
-        if any(a not in position and a not in inputs for a in args):
+        unbound = [a for a in args if a not in position and a not in inputs]
+        if any(a not in owners for a in unbound):
             continue
-        earliest = max((position[a] + 1 for a in args if a in position), default=0)
+        # (an input tensor is bound where the trace unpacks it, if it does)
+        binds = {id(owners[a][0]): (owners[a][0], position.get(owners[a][0].name, owners[a][1])) for a in unbound}
+        earliest = max([position[a] + 1 for a in args if a in position] + [i + 1 for _, i in binds.values()], default=0)
         outs = {o.name for o in producer.flat_proxy_outs}
         first_user = next((i for i, b in enumerate(bsyms) if _uses(b, outs)), len(bsyms) - 1)
         if earliest <= first_user:
             bsyms.insert(earliest, producer)
+            for tensor, _ in binds.values():
+                bsyms.insert(earliest, prims.shape.bind(tensor, output=tensor._shape))
     after.bound_symbols = bsyms
     return after
 
@@ -210,7 +225,7 @@ def _renamed_numbers(processor) -> dict:
             renamed[old.proxy.name] = new
         elif isinstance(new, TensorProxy) and (before := old_tensors.get(old.proxy.name)) is not None:
             for was, now in zip(before._shape, new._shape):
-                if isinstance(was, NumberProxy) and was.name != getattr(now, "name", None):
+                if isinstance(was, NumberProxy) and isinstance(now, NumberProxy) and was.name != now.name:
                     renamed.setdefault(was.name, now)
     return renamed
 

@@ -59,7 +59,7 @@ def apply_trace_proxy_rename(trace, rename_proxy_swapmap=None, name=None):
     for v, new in swapmap.items():
         if isinstance(v.proxy, TensorProxy) and isinstance(new, TensorProxy):
             for was, now in zip(v.proxy._shape, new._shape):
-                if isinstance(was, NumberProxy) and was.name != getattr(now, "name", None):
+                if isinstance(was, NumberProxy) and isinstance(now, NumberProxy) and was.name != now.name:
                     renames.setdefault(was.name, now)
     if renames:
         _rename_sizes(new_trace.bound_symbols, renames, set())
