@@ -8,7 +8,8 @@ subsymbols at every depth:
 - every size symbol inside a TensorProxy's shape (arguments and outputs) has a definition.
 
 A definition is a trace input (with the size symbols of input tensors), an output of an unpack
-bound symbol (which binds inputs), or an output of an earlier bound symbol or subsymbol.
+bound symbol (which binds inputs; ``get_grad`` in a joint forward-backward trace is one: it reads
+a cotangent from outside), or an output of an earlier bound symbol or subsymbol.
 """
 
 from __future__ import annotations
@@ -72,8 +73,10 @@ def find_orphans(trace) -> list[Orphan]:
 
 def _walk(bsyms, defined: set[str], orphans: list[Orphan]) -> None:
     for bsym in bsyms:
-        if bsym.sym.name.startswith("unpack") or bsym.sym.name == "shape":
-            # Unpacking binds inputs: what it outputs, sizes included, is defined by it.
+        if bsym.sym.name.startswith("unpack") or bsym.sym.name in ("shape", "get_grad"):
+            # Unpacking binds inputs: what it outputs, sizes included, is defined by it. In the
+            # grad transform's joint trace get_grad is such an input: it reads the cotangent
+            # the backward will receive (and unpack) from outside.
             for p in _proxies(bsym.output):
                 _define(defined, p)
             continue

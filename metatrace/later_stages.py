@@ -90,6 +90,9 @@ def restore_size_producers(before, after):
     # cannot be placed: it stays out (an orphan size beats a trace that cannot run).
     # An argument that is a size of an existing tensor (an input's, or an earlier output's) is
     # bound with ``prims.shape`` first: a size is a Python local only once something unpacks it.
+    # In a trace already claimed by executors the binding must be one the python executor runs.
+    executed = any(b.sym.executor is not None for b in after.bound_symbols)
+    shape_symbol = _python_executor_shape() if executed else prims.shape
     owners = {s.name: (t, -1) for t in tree_iter((after.args, after.kwargs)) if isinstance(t, TensorProxy)
               for s in t._shape if isinstance(s, NumberProxy)}
     for producer in (b for b in before.bound_symbols if id(b) in restored):
@@ -112,37 +115,61 @@ def restore_size_producers(before, after):
         if earliest <= first_user:
             bsyms.insert(earliest, producer)
             for tensor, _ in binds.values():
-                bsyms.insert(earliest, prims.shape.bind(tensor, output=tensor._shape))
+                bsyms.insert(earliest, shape_symbol.bind(tensor, output=tensor._shape))
     after.bound_symbols = bsyms
     return after
 
 
+def _python_executor_shape():
+    from thunder.executors.pythonex import shape
+
+    return shape
+
+
 def hoist_size_producers(trace):
-    """Moves number ops that define sizes of earlier tensors up, right after their arguments.
+    """Moves number ops that define sizes of earlier tensors up, before the first such tensor.
 
     thunder's grad transform puts each rule's forward part first and its backward part (where
-    the split of the rule's ops sends number ops that no forward *argument* uses) at the end, so
-    the producer of a forward tensor's size can come after the tensor. Moved only where its
-    arguments are defined before the tensor; otherwise left where it is.
+    the split of the rule's ops sends number ops that no forward *argument* uses) after it, so
+    the producer of a forward tensor's size (``i16 = add(i15, x2)`` for ``pad``'s output) comes
+    after the tensor. The producer moves with the number ops it depends on in between, if every
+    other argument is defined before the tensor; otherwise it stays where it is.
     """
     bsyms = list(trace.bound_symbols)
     moved = False
     for producer in [b for b in bsyms if _is_number_op(b)]:
+        at = next(k for k, b in enumerate(bsyms) if b is producer)
         outs = {o.name for o in producer.flat_proxy_outs}
-        i = next(k for k, b in enumerate(bsyms) if b is producer)
-        first_user = next((k for k, b in enumerate(bsyms[:i]) if _uses(b, outs)), None)
-        if first_user is None:
+        user = next((k for k, b in enumerate(bsyms[:at]) if _uses(b, outs)), None)
+        if user is None:
             continue
-        args = {a.name for a in producer.flat_proxy_args if isinstance(a, NumberProxy)}
-        defined_at = [k for k, b in enumerate(bsyms[:i]) if any(o.name in args for o in b.flat_proxy_outs)]
-        if defined_at and max(defined_at) >= first_user:
+        chain = _chain_between(bsyms, user, at)
+        if chain is None:
             continue
-        bsyms.pop(i)
-        bsyms.insert(first_user, producer)
+        ids = {id(b) for b in chain}
+        bsyms = bsyms[:user] + chain + [b for b in bsyms[user:] if id(b) not in ids]
         moved = True
     if moved:
         trace.bound_symbols = bsyms
     return trace
+
+
+def _chain_between(bsyms: list, user: int, at: int) -> list | None:
+    """``bsyms[at]`` with the number ops in ``bsyms[user:at]`` it depends on, in order; None if it
+    depends on anything else defined there."""
+    defined_in_between = {o.name: b for b in bsyms[user:at] for o in b.flat_proxy_outs}
+    chain, todo = {id(bsyms[at]): bsyms[at]}, [bsyms[at]]
+    while todo:
+        b = todo.pop()
+        for a in b.flat_proxy_args:
+            dep = defined_in_between.get(a.name)
+            if dep is None or id(dep) in chain:
+                continue
+            if not _is_number_op(dep):
+                return None
+            chain[id(dep)] = dep
+            todo.append(dep)
+    return [b for b in bsyms[user:at + 1] if id(b) in chain]
 
 
 def _is_number_op(bsym) -> bool:
