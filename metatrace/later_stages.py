@@ -247,12 +247,17 @@ def _renamed_numbers(processor) -> dict:
             collect(b.subsymbols)
 
     collect(processor.trace.bound_symbols)
+    # An input's sizes are definitions, never renamed (a re-run elementwise op may give its
+    # output the other operand's equal size: that is no reason to rename the input's).
+    input_sizes = {s.name for t in tree_iter((processor.trace.args, processor.trace.kwargs))
+                   if isinstance(t, TensorProxy) for s in t._shape if isinstance(s, NumberProxy)}
     for old, new in processor.swap_map.items():
         if isinstance(old.proxy, NumberProxy) and isinstance(new, NumberProxy) and old.proxy.name != new.name:
             renamed[old.proxy.name] = new
         elif isinstance(new, TensorProxy) and (before := old_tensors.get(old.proxy.name)) is not None:
             for was, now in zip(before._shape, new._shape):
-                if isinstance(was, NumberProxy) and isinstance(now, NumberProxy) and was.name != now.name:
+                if (isinstance(was, NumberProxy) and isinstance(now, NumberProxy) and was.name != now.name
+                        and was.name not in input_sizes):
                     renamed.setdefault(was.name, now)
     return renamed
 
