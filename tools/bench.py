@@ -14,7 +14,7 @@
    jitted model, total wall time (compiles included), stock thunder under constant values
    against metatrace under symbolic values, alternated ``--gpt-repeats`` times; median totals,
    their ratio, and the compiles of each.
-""",
+"""
 
 from __future__ import annotations
 
