@@ -15,7 +15,6 @@ import functools
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import NumberProxy, TensorProxy
-from thunder.core.pytree import tree_iter
 
 from metatrace import sink
 from metatrace.runtime import INTERPRETING
@@ -27,14 +26,6 @@ from metatrace.structure import add_structure_constraints
 _original_jit_ctx = jit_ext.jit_ctx
 _original_propagate = jit_ext.propagate_constraints
 _original_interpret = jit_ext.interpret
-
-
-def _needs_grad(args, kwargs) -> bool:
-    import torch
-
-    if not torch.is_grad_enabled():
-        return False
-    return any(isinstance(x, torch.Tensor) and x.requires_grad for x in tree_iter((args, kwargs)))
 
 
 def interpret(fn, *args, **kwargs):

@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import sys
 
-import thunder
 import thunder.core.prims as prims
 import thunder.core.transform_common as transform_common
 import thunder.executors.passes as passes

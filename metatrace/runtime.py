@@ -81,10 +81,10 @@ def _record(sym, value: Number, *args: Any) -> NumberProxy:
     return out
 
 
-# True while thunder interprets the jitted function (metatrace.jit_hooks). Recording happens only
-# then: later passes (the grad transform, executor transforms) re-run metas on traces whose
-# inputs no longer include the forward's size symbols, so recording there would reference
-# symbols a backward trace does not receive.
+# True while metas may record: while thunder interprets the jitted function (metatrace.jit_hooks),
+# and through the grad transform and the executor passes (metatrace.grad_guards,
+# metatrace.later_stages), so every trace's sizes have producers. False elsewhere (a meta run
+# outside a jit compile records nothing).
 INTERPRETING: ContextVar[bool] = ContextVar("metatrace_interpreting", default=False)
 
 # The bound symbols recorded by the running meta (see recording.prune_unused).
