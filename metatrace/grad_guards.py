@@ -90,15 +90,20 @@ def _program(program_id, collector, leaves, renamed, shown, traces) -> GuardProg
         for name, bsym in producer_map(t, collector).items():
             producers.setdefault(name, bsym)
     leaf_names = set(renamed)
-    guards, texts = [], []
+    guards, texts, seen = [], [], set()
     for guard in collector.guards:
         guard = normalize(guard, producers)
+        if guard.key() in seen:
+            continue
+        seen.add(guard.key())
         try:
             _, used = project([guard.lhs, guard.rhs], producers, is_leaf=lambda p: p.name in leaf_names)
         except Unprojectable as e:
             # Pin every input number and size: only identical inputs reuse this backward.
-            pins = [Guard("eq", p, p.value, f"grad transform: {e}") for p in leaves]
-            texts = [f"{n} == {p.value!r} (pinned by the grad transform: {e})" for n, p in zip(shown, leaves)]
+            site = f" at {guard.where}" if guard.where else ""
+            why = f"pinned by the grad transform: {e}{site}"
+            pins = [Guard("eq", p, p.value, why) for p in leaves]
+            texts = [f"{n} == {p.value!r} ({why})" for n, p in zip(shown, leaves)]
             return GuardProgram(program_id, pins, texts, leaves, {})
         guards.append(guard)
         texts.append(describe_guard(guard, producers, dict(zip(renamed, shown))) + " (grad transform)")

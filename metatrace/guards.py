@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import thunder.core.dtypes as dtypes
@@ -52,12 +53,14 @@ class GuardFailure(Exception):
 
 @dataclass(frozen=True)
 class Guard:
-    """``lhs <op> rhs`` must hold for a cache entry to be reused. ``why``: what concretized it."""
+    """``lhs <op> rhs`` must hold for a cache entry to be reused. ``why``: what concretized it;
+    ``where``: the thunder (or user) source line that did, as ``file:line in function``."""
 
     op: str
     lhs: Any
     rhs: Any
     why: str
+    where: str = ""
 
     def key(self) -> tuple:
         return (self.op, _key(self.lhs), _key(self.rhs))
@@ -65,6 +68,60 @@ class Guard:
 
 def _key(x) -> Any:
     return ("proxy", x.name) if isinstance(x, Proxy) else ("value", type(x).__name__, x)
+
+
+# Symbols whose number outputs are values read from tensor data: they have no trace-time value.
+_READS_TENSOR_DATA = frozenset({"item", "tolist"})
+
+# Frames of these files are plumbing between a concretization and the code that asked for it.
+_PLUMBING = ("/metatrace/", "/thunder/core/proxies.py", "/thunder/core/langctxs.py", "/thunder/core/symbol.py",
+             "/thunder/core/interpreter.py", "/thunder/core/jit_ext.py", "/thunder/core/baseutils.py",
+             "/contextlib.py", "/functools.py")
+
+
+def concretization_site(limit: int = 40) -> str:
+    """``file:line in function`` of the innermost frame outside metatrace and thunder's plumbing:
+    the thunder rule, clang function or meta that read the value. Walks at most ``limit`` frames."""
+    frame = sys._getframe(2)
+    while frame is not None and limit:
+        path = frame.f_code.co_filename
+        if path.endswith("/thunder/core/interpreter.py"):
+            # a lookaside of thunder's interpreter: the decision is in the user's interpreted code
+            return _interpreted_line() or "user code"
+        if not any(part in path for part in _PLUMBING):
+            short = path.split("site-packages/")[-1]
+            return f"{short}:{frame.f_lineno} in {frame.f_code.co_name}"
+        frame, limit = frame.f_back, limit - 1
+    return ""
+
+
+def _interpreted_line() -> str:
+    """The line of user code thunder's interpreter is running, or ''."""
+    from thunder.core.interpreter import get_interpreterruntimectx
+
+    try:
+        frame = get_interpreterruntimectx().frame_stack[-1]
+    except (LookupError, IndexError, AttributeError):
+        return ""
+    line = frame.positions.lineno if frame.positions else "?"
+    return f"{frame.code.co_filename}:{line} in {frame.code.co_name}"
+
+
+class DataDependentError(RuntimeError):
+    """A decision or a size depends on a value read from tensor data (``item``, ``tolist``): it has
+    no meaning at trace time, so no cache entry can be built on it (torch.compile raises its
+    data-dependent guard error in the same place)."""
+
+    def __init__(self, guard: "Guard", value, source, where: str):
+        self.guard, self.value, self.source, self.where = guard, value, source, where
+        read = f"{source.sym.name}({', '.join(getattr(a, 'name', repr(a)) for a in source.flat_args)})"
+        what = "a branch or check" if guard.why == "branch" else f"a value baked in ({guard.why})"
+        super().__init__(
+            f"{what} depends on {value.name}, which is computed from {read}: a value read from tensor data has "
+            f"no trace-time value under cache=\"symbolic values\""
+            + (f" (at {where})" if where else "")
+            + ". Compute on the tensor instead (torch.where, masks), or move the decision out of the jitted function."
+        )
 
 
 @dataclass
@@ -75,6 +132,7 @@ class GuardCollector:
     _seen: set = field(default_factory=set)
     # Producers of the numbers the runtime recorded, including ones later pruned from the trace.
     recorded: dict[str, Any] = field(default_factory=dict)
+    _data_sources: dict[str, Any] = field(default_factory=dict)
 
     def relation(self, op: str, lhs: Any, rhs: Any, value: bool) -> None:
         if not value:
@@ -93,8 +151,38 @@ class GuardCollector:
             return
         key = guard.key()
         if key not in self._seen:
+            where = concretization_site()
+            for side in (guard.lhs, guard.rhs):
+                if isinstance(side, NumberProxy) and (source := self.tensor_data_source(side)) is not None:
+                    raise DataDependentError(guard, side, source, where)
             self._seen.add(key)
-            self.guards.append(guard)
+            self.guards.append(replace(guard, where=where))
+
+    def tensor_data_source(self, x: NumberProxy):
+        """The bound symbol that read ``x`` (or a number it is computed from) out of tensor data
+        (``item``, ``tolist``), or None. Memoized: producers never change once made."""
+        cache = self._data_sources
+        todo, path = [x], []
+        while todo:
+            p = todo.pop()
+            if p.name in cache:
+                if cache[p.name] is not None:
+                    for q in path:
+                        cache[q] = cache[p.name]
+                    return cache[p.name]
+                continue
+            path.append(p.name)
+            bsym = self.recorded.get(p.name)
+            if bsym is None or is_leaf(p):
+                cache[p.name] = None
+                continue
+            if bsym.sym.id == prims.PrimIDs.ITEM or bsym.sym.name in _READS_TENSOR_DATA:
+                for q in path:
+                    cache[q] = bsym
+                return bsym
+            cache[p.name] = None  # provisional: a cycle cannot make it data-dependent
+            todo.extend(a for a in bsym.flat_proxy_args if isinstance(a, NumberProxy))
+        return None
 
 
 # ---------------------------------------------------------------------------------------------

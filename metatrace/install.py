@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -10,7 +11,7 @@ from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_
 from metatrace.codegen import prim_symbols
 from metatrace.explain import configure_from_environment
 from metatrace.loader import load
-from metatrace.recording import fallback_meta, recording_meta
+from metatrace.recording import executor_meta, fallback_meta, recording_meta
 from metatrace.version import warn_if_untested
 
 
@@ -42,6 +43,25 @@ def _symbols_sharing_meta() -> dict[int, list]:
             if id(sym.meta) in by_meta and sym not in by_meta[id(sym.meta)]:
                 by_meta[id(sym.meta)].append(sym)
     return by_meta
+
+
+def _executor_symbols_with_own_metas(sharing: dict[int, list]) -> list:
+    """Opaque symbols whose metas are not prims' (torchex's ``max_pool2d_with_indices``, executors'
+    symbols registered ``like=`` a torch-level function): their shape arithmetic is recorded too.
+    They live in executors' op maps and as module globals of thunder's executors and transforms."""
+    from thunder.core.symbol import Symbol
+    from thunder.extend import get_all_executors
+
+    candidates = [sym for ex in get_all_executors() for sym in getattr(ex, "opmap", {}).values()]
+    for name, module in list(sys.modules.items()):
+        if name.startswith("thunder.") and module is not None:
+            candidates.extend(v for v in vars(module).values() if isinstance(v, Symbol))
+    found, seen = [], set()
+    for sym in candidates:
+        if sym.is_prim and sym.meta is not None and id(sym.meta) not in sharing and id(sym) not in seen:
+            seen.add(id(sym))
+            found.append(sym)
+    return found
 
 
 class _Enabled:
@@ -89,6 +109,9 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
                 for shared in sharing[id(original)]:
                     installed.swapped.append((shared, shared.meta))
                     object.__setattr__(shared, "meta", new_meta)
+            for sym in _executor_symbols_with_own_metas(sharing):
+                installed.swapped.append((sym, sym.meta))
+                object.__setattr__(sym, "meta", executor_meta(sym.meta))
             installed.pyexec_undo = pyexec.register()
             installed.grad_rules_undo = grad_rules.install(loaded.grad_rules)
             renames.install()

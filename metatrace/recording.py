@@ -112,38 +112,58 @@ def recording_meta(rewritten: Callable, original: Callable, prim_name: str) -> C
         return result
 
     def _run(args, kwargs):
-        recorder = RECORDER.get()
-        if SUSPENDED.get():
-            recorder = None
-        elif recorder is None and INTERPRETING.get() and using_symbolic_values():
-            trace = get_tracectx()
-            if trace is not None:
-                recorder = caller_scope(trace)
-        if recorder is None:
-            # Not recording (no symbolic values, no trace, or an observer's re-run): make sure an
-            # enclosing meta's recorder does not leak in either.
-            token = RECORDER.set(None)
-            try:
-                return rewritten(*args, **kwargs)
-            finally:
-                RECORDER.reset(token)
-        rec_token = RECORDER.set(recorder)
-        sizes_token = SIZE_SOURCES.set(_size_sources(recorder, args, kwargs))
-        vp_token = VALUE_PROPAGATION.set(not _has_tensor(args, kwargs))
-        recorded: list = []
-        recorded_token = RECORDED.set(recorded)
-        try:
-            result = rewritten(*args, **kwargs)
-        finally:
-            RECORDED.reset(recorded_token)
-            VALUE_PROPAGATION.reset(vp_token)
-            SIZE_SOURCES.reset(sizes_token)
-            RECORDER.reset(rec_token)
-        prune_unused(recorder, recorded, result)
-        RECORDED.get().extend(b for b in recorded if b is not None)  # an outer meta may still prune them
-        return result
+        return run_recording(rewritten, args, kwargs)
 
     return langctx(Languages.PRIMS)(meta)
+
+
+def run_recording(meta: Callable, args, kwargs):
+    """Runs ``meta`` with its arithmetic on symbolic numbers recorded in the prim caller's scope."""
+    recorder = RECORDER.get()
+    if SUSPENDED.get():
+        recorder = None
+    elif recorder is None and INTERPRETING.get() and using_symbolic_values():
+        trace = get_tracectx()
+        if trace is not None:
+            recorder = caller_scope(trace)
+    if recorder is None:
+        # Not recording (no symbolic values, no trace, or an observer's re-run): make sure an
+        # enclosing meta's recorder does not leak in either.
+        token = RECORDER.set(None)
+        try:
+            return meta(*args, **kwargs)
+        finally:
+            RECORDER.reset(token)
+    rec_token = RECORDER.set(recorder)
+    sizes_token = SIZE_SOURCES.set(_size_sources(recorder, args, kwargs))
+    vp_token = VALUE_PROPAGATION.set(not _has_tensor(args, kwargs))
+    recorded: list = []
+    recorded_token = RECORDED.set(recorded)
+    try:
+        result = meta(*args, **kwargs)
+    finally:
+        RECORDED.reset(recorded_token)
+        VALUE_PROPAGATION.reset(vp_token)
+        SIZE_SOURCES.reset(sizes_token)
+        RECORDER.reset(rec_token)
+    prune_unused(recorder, recorded, result)
+    RECORDED.get().extend(b for b in recorded if b is not None)  # an outer meta may still prune them
+    return result
+
+
+def executor_meta(original: Callable) -> Callable:
+    """The Symbol.meta for an executor's own opaque symbol (torchex's ``max_pool2d_with_indices``,
+    sdpaex's attention): thunder's meta, unrewritten, whose Python arithmetic on symbolic numbers
+    (``(in_ + 2 * pad_ - ...) // stride_``) the safety net routes through the runtime while a
+    recorder is set, so the output sizes it computes have producers like a ported prim's."""
+
+    @functools.wraps(original)
+    def meta(*args, **kwargs):
+        if SUSPENDED.get() or not INTERPRETING.get() or not using_symbolic_values():
+            return original(*args, **kwargs)
+        return run_recording(original, args, kwargs)
+
+    return meta
 
 
 def fallback_meta(original: Callable, prim_name: str) -> Callable:

@@ -13,9 +13,10 @@ comparison and arithmetic operators therefore go through metatrace's runtime: co
 relation the guards can express (decided at once: the result is a plain bool), arithmetic is recorded like the rewritten metas' own.
 
 Outside metas (thunder's autograd rules: ``if s == 1`` on a size) thunder records the
-comparison itself into the trace, but the grad transform's dead-code elimination can drop it
-before the guards are projected; the producers of a concretized number are therefore looked up
-in the trace's open scopes and handed to the collector (``sink.produced``) when it is guarded.
+comparison itself into the trace, but the grad transform's dead-code elimination can drop it, or
+it sits in a subsymbol or a scope that was thrown away, before the guards are projected; so every
+bound symbol that computes a number is handed to the collector as it is made
+(``BoundSymbol.__post_init__``, ``sink.produced``).
 
 In user code, ``if flag > 5`` reaches the interpreter's ``bool`` lookaside, which marks the
 proxy static (an equality guard). metatrace's lookaside reports the relation instead, so every
@@ -29,6 +30,7 @@ import thunder.core.prims as prims
 from thunder.core.interpreter import default_lookaside
 from thunder.core.proxies import IntegerProxy, NumberProxy
 
+from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import get_tracectx
 
 import metatrace.runtime as runtime
@@ -78,62 +80,41 @@ def _arithmetic(name: str, fn, swapped: bool):
     return arithmetic
 
 
-# How far back in each open scope a producer is looked for: rules use what they just computed.
-_SCOPE_WINDOW = 512
-
-
-def _find_producer(scopes: list, name: str):
-    for scope in reversed(scopes):
-        for bsym in reversed(scope[-_SCOPE_WINDOW:]):
-            if any(out.name == name for out in bsym.flat_proxy_outs):
-                return bsym
-    return None
-
-
-def _report_producers(x) -> None:
-    """Hands the collector the bound symbols (thunder's own number ops) that computed ``x``."""
-    if sink.COLLECTOR.get() is None or runtime.RECORDER.get() is not None:
-        return  # no guards wanted, or a meta's recorder already reports what it records
-    trace = get_tracectx()
-    if trace is None:
+def _report_producer(bsym) -> None:
+    """``BoundSymbol.__post_init__`` while enabled: a bound symbol that computes a number is handed
+    to the guard collector when one is listening, so a concretized number can be projected to the
+    inputs even when its producer sits in a subsymbol, in a scope that was discarded, or was
+    dropped by the grad transform's dead-code elimination. One check per bound symbol, no scans."""
+    if sink.COLLECTOR.get() is None:
         return
-    scopes = [scope for scope in trace.scopes if scope is not None]
-    todo, seen = [x], set()
-    while todo:
-        p = todo.pop()
-        if not isinstance(p, NumberProxy) or p.name in seen or p.history is not None:
-            continue  # not a number, done, or an input (a leaf of the guard)
-        seen.add(p.name)
-        bsym = _find_producer(scopes, p.name)
-        if bsym is not None and bsym.sym.id != prims.PrimIDs.SHAPE:  # shape re-binds, never defines
+    out = bsym.output
+    if isinstance(out, NumberProxy) or (
+        isinstance(out, tuple) and out and isinstance(out[0], NumberProxy)
+    ):
+        if bsym.sym.id != prims.PrimIDs.SHAPE:  # shape re-binds a tensor's sizes, never defines them
             sink.produced(bsym)
-            todo.extend(bsym.flat_proxy_args)
 
 
 def _bool(self) -> bool:
     value = _originals["__bool__"](self)
-    _report_producers(self)
     sink.relation("ne", self, 0, value)
     return value
 
 
 def _index(self) -> int:
     value = _originals["__index__"](self)
-    _report_producers(self)
     sink.static(self, value, "__index__")
     return value
 
 
 def _int(self) -> int:
     value = _originals["__int__"](self)
-    _report_producers(self)
     sink.static(self, self.value, "int()")
     return value
 
 
 def _float(self) -> float:
     value = _originals["__float__"](self)
-    _report_producers(self)
     sink.static(self, self.value, "float()")
     return value
 
@@ -161,6 +142,14 @@ def install() -> None:
     for name, (fn, swapped) in _ARITHMETIC.items():
         _originals[name] = NumberProxy.__dict__[name]
         setattr(NumberProxy, name, _arithmetic(name, fn, swapped))
+    original_post_init = BoundSymbol.__post_init__
+
+    def post_init(bsym):
+        original_post_init(bsym)
+        _report_producer(bsym)
+
+    _originals["__post_init__"] = original_post_init
+    BoundSymbol.__post_init__ = post_init
     NumberProxy.__bool__ = _bool
     IntegerProxy.__index__ = _index
     NumberProxy.__int__ = _int
@@ -173,6 +162,7 @@ def uninstall() -> None:
         return
     for name in (*_COMPARISONS, *_ARITHMETIC):
         setattr(NumberProxy, name, _originals[name])
+    BoundSymbol.__post_init__ = _originals["__post_init__"]
     NumberProxy.__bool__ = _originals["__bool__"]
     IntegerProxy.__index__ = _originals["__index__"]
     NumberProxy.__int__ = _originals["__int__"]
