@@ -124,7 +124,11 @@ def _fold_add(a, b):
 
 
 def _fold_sub(a, b):
-    return a if _is_literal(b, 0) else _MISSING
+    if _is_literal(b, 0):
+        return a
+    if a is b and _is_symbolic_int(a):
+        return 0  # x - x: pad's ``(dim - 1) * 0`` interior terms and ``size - size`` widths
+    return _MISSING
 
 
 def _fold_mul(a, b):
@@ -132,6 +136,9 @@ def _fold_mul(a, b):
         return a
     if _is_literal(a, 1):
         return b
+    # x * 0 on an integer symbol is 0 (no NaN among integers): pad's interior padding term
+    if (type(b) is int and b == 0 and _is_symbolic_int(a)) or (type(a) is int and a == 0 and _is_symbolic_int(b)):
+        return 0
     return _MISSING
 
 
@@ -178,8 +185,8 @@ mul = _binary(prims.mul, operator.mul, _fold_mul)
 floordiv = _binary(prims.py_floordiv, operator.floordiv, _fold_floordiv)
 mod = _binary(prims.remainder, operator.mod)
 pow = _binary(prims.pow, operator.pow)
-and_ = _binary(prims.bitwise_and, operator.and_)
-or_ = _binary(prims.bitwise_or, operator.or_)
+bitand = _binary(prims.bitwise_and, operator.and_)
+bitor = _binary(prims.bitwise_or, operator.or_)
 xor = _binary(prims.bitwise_xor, operator.xor)
 _maximum = _binary(prims.maximum, builtins.max)
 _minimum = _binary(prims.minimum, builtins.min)
@@ -233,8 +240,8 @@ _INPLACE = {
     "floordiv": (floordiv, operator.ifloordiv),
     "mod": (mod, operator.imod),
     "pow": (pow, operator.ipow),
-    "and_": (and_, operator.iand),
-    "or_": (or_, operator.ior),
+    "bitand": (bitand, operator.iand),
+    "bitor": (bitor, operator.ior),
     "xor": (xor, operator.ixor),
     "lshift": (lshift, operator.ilshift),
     "rshift": (rshift, operator.irshift),

@@ -42,7 +42,7 @@ def test_all_binary_operators():
     golden(
         ArithmeticTransformer,
         "r = (a * b, a / b, a % b, a ** b, a & b, a | b, a ^ b, a << b, a >> b)\n",
-        "r = (_mt.mul(a, b), _mt.truediv(a, b), _mt.mod(a, b), _mt.pow(a, b), _mt.and_(a, b), _mt.or_(a, b), "
+        "r = (_mt.mul(a, b), _mt.truediv(a, b), _mt.mod(a, b), _mt.pow(a, b), _mt.bitand(a, b), _mt.bitor(a, b), "
         "_mt.xor(a, b), _mt.lshift(a, b), _mt.rshift(a, b))\n",
     )
 

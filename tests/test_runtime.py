@@ -96,3 +96,17 @@ def test_and_or_keep_python_semantics():
     assert rt.or_(None, lambda: ()) == () and rt.and_([], lambda: 1 / 0) == []
     assert rt.compare_chain(0, "le", lambda: 2, "lt", lambda: 3) is True
     assert rt.compare_chain(5, "lt", lambda: 2, "lt", lambda: 1 / 0) is False
+
+
+def test_bitwise_and_or_are_not_the_boolean_ones():
+    """``a & b`` in a meta is emitted as ``_mt.bitand``; ``a and b`` as ``_mt.and_(a, thunk)``."""
+    assert rt.bitand(6, 3) == 2
+
+
+def test_bitwise_or_unions_sets():
+    assert rt.bitor({1}, {2}) == {1, 2}
+
+
+def test_augmented_bitwise_and_mutates_sets_in_place():
+    s = {1, 2}
+    assert rt.iop("bitand", s, {2}) is s
