@@ -7,7 +7,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_hooks, later_stages, module_state, numel, pyexec, renames, safety_net
+from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_hooks, later_stages, module_state, numel, pyexec, readable, renames, safety_net
 from metatrace.codegen import prim_symbols
 from metatrace.explain import configure_from_environment
 from metatrace.loader import load
@@ -123,6 +123,7 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
             clang_math.install()
             later_stages.install()
             numel.install()
+            readable.install()
         except BaseException:
             _restore(installed)
             raise
@@ -144,6 +145,7 @@ def _restore(installed: _Installed) -> None:
     clang_math.uninstall()
     later_stages.uninstall()
     numel.uninstall()
+    readable.uninstall()
 
 
 def disable() -> None:

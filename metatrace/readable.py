@@ -1,0 +1,30 @@
+"""Readable size symbols in traces and error messages.
+
+thunder prints a number proxy as ``[IntegerProxy name=i3, value=8, static=CONSTRAINT.CONSTRAINABLE]``,
+so under symbolic values a 3-d tensor's trace comment runs to 200 characters and thunder's errors
+(``Attempting to broadcast a dimension of length [IntegerProxy ...]``) bury the number. While
+metatrace is enabled a number proxy prints as its name and value, ``i3=8`` (``f32[i0=8, i1=16, i3=8]``).
+Generated code names proxies by ``name`` and never by ``repr``, so only comments and messages change.
+"""
+
+from __future__ import annotations
+
+from thunder.core.proxies import FloatProxy, IntegerProxy
+
+_originals: dict = {}
+
+
+def _repr(self) -> str:
+    return f"{self.name}={self.value!r}"
+
+
+def install() -> None:
+    for cls in (IntegerProxy, FloatProxy):
+        _originals[cls] = cls.__dict__["__repr__"]
+        cls.__repr__ = _repr
+
+
+def uninstall() -> None:
+    for cls, original in _originals.items():
+        cls.__repr__ = original
+    _originals.clear()
