@@ -45,18 +45,34 @@ def _has_tensor(args, kwargs) -> bool:
 _SCAN_LIMIT = 4096
 
 
-def _size_sources(recorder: list, args, kwargs) -> tuple[dict, set]:
-    """(size name -> tensor argument, names the recorder's scope already defines) for runtime._bind_sizes."""
+class SizeSources:
+    """For ``runtime._bind_sizes``: which tensor argument each size symbol of the running meta's
+    inputs belongs to, and (computed on first need, since most metas record nothing on sizes)
+    the names the recorder's scope already defines."""
+
+    __slots__ = ("by_size", "_recorder", "_bound")
+
+    def __init__(self, recorder: list, by_size: dict):
+        self.by_size = by_size
+        self._recorder = recorder
+        self._bound: set | None = None
+
+    @property
+    def bound(self) -> set:
+        if self._bound is None:
+            recorder = self._recorder
+            self._bound = {o.name for b in recorder for o in b.flat_proxy_outs} if len(recorder) < _SCAN_LIMIT else set()
+        return self._bound
+
+
+def _size_sources(recorder: list, args, kwargs) -> SizeSources | None:
     by_size = {}
     for t in tree_iter((args, kwargs)):
         if isinstance(t, TensorProxy):
             for s in t._shape:
                 if isinstance(s, NumberProxy):
                     by_size.setdefault(s.name, t)
-    bound: set = set()
-    if by_size and len(recorder) < _SCAN_LIMIT:
-        bound = {o.name for b in recorder for o in b.flat_proxy_outs}
-    return by_size, bound
+    return SizeSources(recorder, by_size) if by_size else None
 
 
 def _needed_names(result) -> set[str]:

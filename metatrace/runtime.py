@@ -54,7 +54,7 @@ def _is_symbolic(x: Any) -> bool:
 
 # Size symbol name -> the running meta's tensor argument it is a size of, and the names already
 # bound in the recorder's scope (see _bind_sizes). Set by metatrace.recording per meta call.
-SIZE_SOURCES: ContextVar[tuple[dict, set] | None] = ContextVar("metatrace_size_sources", default=None)
+SIZE_SOURCES: ContextVar[Any] = ContextVar("metatrace_size_sources", default=None)  # recording.SizeSources
 
 
 def _bind_sizes(recorder: list, args) -> None:
@@ -63,11 +63,11 @@ def _bind_sizes(recorder: list, args) -> None:
     sources = SIZE_SOURCES.get()
     if sources is None:
         return
-    by_size, bound = sources
+    by_size = sources.by_size
     for a in args:
-        if isinstance(a, NumberProxy) and a.name not in bound and (t := by_size.get(a.name)) is not None:
+        if isinstance(a, NumberProxy) and (t := by_size.get(a.name)) is not None and a.name not in sources.bound:
             recorder.append(prims.shape.bind(t, output=t._shape))
-            bound.update(s.name for s in t._shape if isinstance(s, NumberProxy))
+            sources.bound.update(s.name for s in t._shape if isinstance(s, NumberProxy))
 
 
 def _record(sym, value: Number, *args: Any) -> NumberProxy:
