@@ -45,7 +45,7 @@ def _symbols_sharing_meta() -> dict[int, list]:
     return by_meta
 
 
-def _executor_symbols_with_own_metas(sharing: dict[int, list]) -> list:
+def _executor_symbols_with_own_metas(swapped: set[int]) -> list:
     """Opaque symbols whose metas are not prims' (torchex's ``max_pool2d_with_indices``, executors'
     symbols registered ``like=`` a torch-level function): their shape arithmetic is recorded too.
     They live in executors' op maps and as module globals of thunder's executors and transforms."""
@@ -58,7 +58,7 @@ def _executor_symbols_with_own_metas(sharing: dict[int, list]) -> list:
             candidates.extend(v for v in vars(module).values() if isinstance(v, Symbol))
     found, seen = [], set()
     for sym in candidates:
-        if sym.is_prim and sym.meta is not None and id(sym.meta) not in sharing and id(sym) not in seen:
+        if sym.is_prim and sym.meta is not None and id(sym) not in swapped and id(sym) not in seen:
             seen.add(id(sym))
             found.append(sym)
     return found
@@ -109,7 +109,8 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
                 for shared in sharing[id(original)]:
                     installed.swapped.append((shared, shared.meta))
                     object.__setattr__(shared, "meta", new_meta)
-            for sym in _executor_symbols_with_own_metas(sharing):
+            ported = {id(sym) for sym, _ in installed.swapped}
+            for sym in _executor_symbols_with_own_metas(ported):
                 installed.swapped.append((sym, sym.meta))
                 object.__setattr__(sym, "meta", executor_meta(sym.meta))
             installed.pyexec_undo = pyexec.register()
