@@ -2,7 +2,9 @@
 
 ``metatrace.explain(jitted_fn)`` lists, for each cache entry of a ``thunder.jit`` function, the
 guards its prologue checks in readable form (``flag > 5``, ``i <= a.shape[2]``, ``d == 1``),
-metatrace's guards and thunder's own value checks alike.
+metatrace's guards and thunder's own value checks alike. metatrace's guards are shown as the
+prologue checks them: simplified (``metatrace.simplify``) to an equivalent set over the inputs,
+one range per number (``2 <= T <= 127``), equalities once (``B == k.shape[0]``), no tautologies.
 
 With ``METATRACE_LOG=recompiles`` (or the ``metatrace.recompiles`` logger at INFO) every cache
 miss logs, like PyTorch's ``TORCH_LOGS=recompiles``, which guard of which entry failed.

@@ -12,6 +12,7 @@ size to its value. Correct, if with less reuse than the forward's own guards.
 from __future__ import annotations
 
 import functools
+import logging
 
 import thunder.transforms.autodiff as autodiff
 from thunder.core.compile_data import _compile_data
@@ -32,7 +33,11 @@ from metatrace.guards import (
     producer_map,
     project,
 )
-from thunder.core.proxies import TensorProxy
+from thunder.core.proxies import NumberProxy, TensorProxy
+
+from metatrace.simplify import simplify
+
+logger = logging.getLogger("metatrace.guards")
 
 _original = autodiff.grad_transform_on_trace
 
@@ -59,7 +64,9 @@ def add_deferred_program(ctx, inputs, names: dict[str, str], display: dict[str, 
     renamed = [names.get(p.name, p.name) for p in leaves]
     PROGRAMS[program_id] = GuardProgram(program_id, [], [], leaves, {})
     shown = [display.get(p.name, p.name) for p in leaves]
-    cs._metatrace_pending_grad = (program_id, leaves, renamed, shown)
+    size_names = {s.name for v in inputs if isinstance(v.proxy, TensorProxy) for s in v.proxy._shape if isinstance(s, NumberProxy)}
+    sizes = {name for p, name in zip(leaves, renamed) if p.name in size_names}  # known >= 0
+    cs._metatrace_pending_grad = (program_id, leaves, renamed, shown, sizes)
     ctx.add_constraint((ProgramConstraint(program_id), *leaves))
 
 
@@ -70,7 +77,7 @@ def grad_transform_on_trace(trace, /, *args, **kwargs):
     if pending is None:
         return _original(trace, *args, **kwargs)
     cs._metatrace_pending_grad = None
-    program_id, leaves, renamed, shown = pending
+    program_id, leaves, renamed, shown, sizes = pending
     collector = GuardCollector()
     token = sink.COLLECTOR.set(collector)
     recording = INTERPRETING.set(True)
@@ -80,11 +87,11 @@ def grad_transform_on_trace(trace, /, *args, **kwargs):
         INTERPRETING.reset(recording)
         sink.COLLECTOR.reset(token)
     if collector.guards:
-        PROGRAMS[program_id] = _program(program_id, collector, leaves, renamed, shown, [trace, result])
+        PROGRAMS[program_id] = _program(program_id, collector, leaves, renamed, shown, sizes, [trace, result])
     return hoist_size_producers(result)
 
 
-def _program(program_id, collector, leaves, renamed, shown, traces) -> GuardProgram:
+def _program(program_id, collector, leaves, renamed, shown, sizes, traces) -> GuardProgram:
     producers: dict = {}
     for t in traces:
         for name, bsym in producer_map(t, collector).items():
@@ -106,9 +113,17 @@ def _program(program_id, collector, leaves, renamed, shown, traces) -> GuardProg
             texts = [f"{n} == {p.value!r} ({why})" for n, p in zip(shown, leaves)]
             return GuardProgram(program_id, pins, texts, leaves, {})
         guards.append(guard)
-        texts.append(describe_guard(guard, producers, dict(zip(renamed, shown))) + " (grad transform)")
+    names = dict(zip(renamed, shown))
+    try:
+        checked = simplify(guards, producers, renamed, names, sizes, is_leaf=lambda p: p.name in leaf_names)
+    except Exception:  # not expected: the guards as recorded are as correct, only longer
+        logger.warning("guard simplification failed: checking the grad guards as recorded", exc_info=True)
+        checked = guards
+        texts = [describe_guard(guard, producers, names) + " (grad transform)" for guard in guards]
+    else:
+        texts = [g.text + " (grad transform)" for g in checked]
     # Guards name the computation trace's proxies: parameters follow the renamed leaf names.
-    return GuardProgram(program_id, guards, texts, leaves, producers, leaf_names=renamed)
+    return GuardProgram(program_id, checked, texts, leaves, producers, leaf_names=renamed)
 
 
 def install() -> None:

@@ -410,12 +410,17 @@ class GuardProgram:
                 if bsym.sym.id == prims.PrimIDs.NEG:
                     return f"(-{args[0]})"
                 return f"{_PY_FUNCTIONS[bsym.sym.id]}({', '.join(args)})"
+            return const(x)
+
+        def const(x) -> str:
             constants.append(x)
             return f"_c[{len(constants) - 1}]"
 
         lines = [f"def guards({', '.join(signature)}):"]
         for i, g in enumerate(guards):
-            lines.append(f"    if not ({expr(g.lhs)} {SYMBOLS[g.op]} {expr(g.rhs)}):")
+            # a metatrace.simplify.SimpleGuard writes its own Python over the leaves
+            check = g.python(params.__getitem__, const) if hasattr(g, "python") else f"{expr(g.lhs)} {SYMBOLS[g.op]} {expr(g.rhs)}"
+            lines.append(f"    if not ({check}):")
             lines.append(f"        _fail(_id, _t[{i}])")
         lines.append("    return None")
         self.source = "\n".join(lines)
@@ -474,8 +479,13 @@ def _size_names(inputs) -> set[str]:
 def add_prologue_constraints(
     ctx, inputs, computation_trace, collector: GuardCollector, names: dict[str, str] | None = None
 ) -> list[str]:
-    """Turns the collector's guards into one prologue constraint; returns their readable forms."""
+    """Turns the collector's guards into one prologue constraint; returns their readable forms.
+
+    The guards are simplified first (``metatrace.simplify``): the program checks, and ``explain``
+    shows, an equivalent small set over the inputs."""
     from thunder.clang import check_number_type_and_value
+
+    from metatrace.simplify import simplify
 
     producers = producer_map(computation_trace, collector)
     sizes = _size_names(inputs)
@@ -491,7 +501,7 @@ def add_prologue_constraints(
             _, guard_leaves = project([guard.lhs, guard.rhs], producers)
         except Unprojectable as e:
             logger.debug("cannot project %s %s %s (%s): %s", guard.lhs, guard.op, guard.rhs, guard.why, e)
-            pin_all = pin_all or str(e)
+            pin_all = pin_all or (f"{e} at {guard.where}" if guard.where else str(e))
             continue
         if all(p.is_static_constrained() for p in guard_leaves):
             # constants, or static inputs whose values thunder's own prologue checks already
@@ -499,10 +509,17 @@ def add_prologue_constraints(
         for p in guard_leaves:
             leaves.setdefault(p.name, p)
         guards.append(guard)
-        texts.append(describe_guard(guard, producers, names))
-    if guards:
-        program_id = f"g{len(PROGRAMS)}"
+    program_id = f"g{len(PROGRAMS)}"
+    try:
+        checked = simplify(guards, producers, input_sizes_and_numbers(inputs), names, sizes)
+        texts = [g.text for g in checked]
+        used = {name for g in checked for name in g.leaves}
+        program = GuardProgram(program_id, checked, texts, [p for n, p in leaves.items() if n in used], producers)
+    except Exception:  # not expected: the guards as recorded are as correct, only longer
+        logger.warning("guard simplification failed: checking the guards as recorded", exc_info=True)
+        checked, texts = guards, [describe_guard(guard, producers, names) for guard in guards]
         program = GuardProgram(program_id, guards, texts, list(leaves.values()), producers)
+    if checked:
         PROGRAMS[program_id] = program
         ctx.add_constraint((ProgramConstraint(program_id), *program.leaves))
     if pin_all is not None:
