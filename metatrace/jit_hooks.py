@@ -14,6 +14,7 @@ import functools
 
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import NumberProxy, TensorProxy
 
 from metatrace import sink
@@ -87,11 +88,29 @@ def input_names(ctx, inputs) -> dict[str, str]:
     names = {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}
     for v in inputs:
         p = v.proxy
+        if isinstance(p, NumberProxy) and p.name not in names and (text := _history_text(p.history)) is not None:
+            names[p.name] = text  # a slice argument's number: args[1].start
         if isinstance(p, TensorProxy):
             for d, s in enumerate(p._shape):
                 if isinstance(s, NumberProxy):
                     names.setdefault(s.name, f"{names.get(p.name, p.name)}.shape[{d}]")
     return names
+
+
+def _history_text(history, depth: int = 0) -> str | None:
+    """``args[1].start`` for an input reached through subscripts and attributes, else None."""
+    if not isinstance(history, ProvenanceRecord) or depth > 8:
+        return None
+    if history.inst is PseudoInst.INPUT_ARGS:
+        return "args"
+    if history.inst is PseudoInst.INPUT_KWARGS:
+        return "kwargs"
+    if history.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR) and len(history.inputs) == 2:
+        base, key = _history_text(history.inputs[0], depth + 1), history.inputs[1]
+        if base is None or key.inst is not PseudoInst.CONSTANT:
+            return None
+        return f"{base}[{key.value!r}]" if history.inst is PseudoInst.BINARY_SUBSCR else f"{base}.{key.value}"
+    return None
 
 
 def install() -> None:

@@ -12,6 +12,9 @@ Numbers read from the module's attributes (``config.n_head``, ``dropout.p``, ``t
 made static the same way thunder's constant-values cache does it (``CONSTRAINT.STATIC``: the
 prologue checks the value), as PyTorch's dynamo specializes on module attributes: they are
 configuration, not inputs, and as symbols they only hide constants from metas and executors.
+
+Every value goes through ``metatrace.dropin.proxify_static`` first: strings (arguments and module
+attributes alike) stay static, slices get symbolic numbers.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import thunder.core.proxies as proxies
 import torch
 from thunder.core.interpreter import PseudoInst
 from thunder.core.proxies import CONSTRAINT, NumberProxy, ProvenanceRecord
+
+from metatrace import dropin
 
 _original_tensorproxy = proxies.tensorproxy
 _original_proxify = jit_ext.JitCtx.proxify
@@ -78,6 +83,14 @@ def read_from_module(history) -> bool:
 
 @functools.wraps(_original_proxify)
 def proxify(self, value):
+    # Strings are static and slices keep symbolic numbers (metatrace.dropin); the rest is thunder's.
+    p = dropin.proxify_static(self, value)
+    if p is not dropin.NOT_HANDLED:
+        if type(p) is slice and read_from_module(value.provenance):
+            for part in (p.start, p.stop, p.step):
+                if isinstance(part, NumberProxy):
+                    part.constraint = CONSTRAINT.STATIC  # a module's slice is configuration too
+        return p
     p = _original_proxify(self, value)
     if isinstance(p, NumberProxy) and proxies.using_symbolic_values() and read_from_module(value.provenance):
         p.constraint = CONSTRAINT.STATIC
@@ -87,8 +100,10 @@ def proxify(self, value):
 def install() -> None:
     proxies.tensorproxy = tensorproxy
     jit_ext.JitCtx.proxify = proxify
+    dropin.install()
 
 
 def uninstall() -> None:
     proxies.tensorproxy = _original_tensorproxy
     jit_ext.JitCtx.proxify = _original_proxify
+    dropin.uninstall()

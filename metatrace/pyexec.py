@@ -3,6 +3,10 @@
 thunder's python executor runs ``prims.add``/``prims.sub``/... on numbers, but not
 ``prims.maximum``/``minimum`` (recorded for ``max``/``min``) nor ``ceil``/``floor``/``trunc``/
 ``bitwise_not``. They are registered on enable, for numbers only, and removed on disable.
+
+Also registered: operators with Python's exact number semantics (``math.floor``, ``round``,
+``int ** int``, ``where`` on three numbers), which ``metatrace.dropin`` routes NumberProxy's
+dunders to; see below.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from numbers import Number
 
 import thunder.core.prims as prims
 from thunder.core.proxies import NumberProxy
+from thunder.core.transforms import nondifferentiable_vjp_symbols
 
 _IMPLS = (
     (prims.maximum, "metatrace_max", builtins.max),
@@ -23,6 +28,9 @@ _IMPLS = (
     (prims.trunc, "metatrace_trunc", math.trunc),
     (prims.bitwise_not, "metatrace_invert", operator.invert),
 )
+
+
+_NONDIFF = "nondifferentiable"  # an undo entry: a symbol id added to nondifferentiable_vjp_symbols
 
 
 def _numbers_only(*args) -> bool:
@@ -39,6 +47,13 @@ def register() -> list:
         op = ex.register_operator(name, like=sym, fn=fn)
         ex.register_implementation(sym, op, checker=_numbers_only)
         undo.append((sym.id, name, previous))
+    for op_name in register_python_semantics():
+        undo.append((None, op_name, None))
+    if prims.PrimIDs.PY_FLOORDIV not in nondifferentiable_vjp_symbols:
+        # Python's ``//`` on numbers (metatrace.dropin sends float ``a // b`` to it): piecewise
+        # constant like floor, which thunder lists; without this the grad transform finds no rule.
+        nondifferentiable_vjp_symbols.add(prims.PrimIDs.PY_FLOORDIV)
+        undo.append((_NONDIFF, prims.PrimIDs.PY_FLOORDIV, None))
     return undo
 
 
@@ -46,8 +61,103 @@ def unregister(undo: list) -> None:
     from thunder.executors.pythonex import ex
 
     for sym_id, name, previous in reversed(undo):
+        if sym_id is _NONDIFF:
+            nondifferentiable_vjp_symbols.discard(name)
+            continue
         ex.opmap.pop(name, None)
-        if previous is None:
+        if sym_id is None:  # an operator of its own (Python number semantics)
+            sym = _py_symbols.get(name[len("metatrace_py_"):])
+            if sym is not None:
+                nondifferentiable_vjp_symbols.discard(sym.id)
+        elif previous is None:
             ex.implmap.pop(sym_id, None)
         else:
             ex.implmap[sym_id] = previous
+    _py_symbols.clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# Python's own number semantics on symbolic numbers
+# ---------------------------------------------------------------------------------------------
+#
+# thunder 0.2.6 lowers Python's number builtins on NumberProxies through its tensor ops, which
+# do not match Python: ``math.floor(-3.25)`` became ``floor(int(-3.25))`` (-3), ``7 ** -2`` an
+# int (0), ``round(2.5)`` fails its meta's type check, ``round(x, n)`` has no method, and
+# ``prims.where`` has no meta for three numbers (clang's compositions on numbers). While enabled, these run
+# as python-executor operators whose implementation *is* the Python function: the trace
+# computes them at run time (symbolic, no guard), with the result type Python gives, which
+# depends only on the argument types (checked by the prologue's structure guard), except
+# ``int ** int``, whose type depends on the exponent's sign: that sign is guarded.
+# (``math.floor``/``ceil``/``trunc`` and float ``//`` are written with replayable number prims
+# instead, see ``metatrace.dropin``.) All of them are non-differentiable for the grad transform. The guards cannot replay these operators: a guard on a value computed
+# by one pins the inputs (correct; guards.REPLAYABLE could learn them).
+
+_NUMBER_TYPES = (bool, int, float, complex)
+
+
+def number_type(x) -> type:
+    if isinstance(x, NumberProxy):
+        return x.python_type
+    return type(x)
+
+
+def _promoted(*xs) -> type:
+    return _NUMBER_TYPES[max(_NUMBER_TYPES.index(number_type(x)) for x in xs)]
+
+
+def number_value(x):
+    return x.value if isinstance(x, NumberProxy) else x
+
+
+def _number_where(pred, a, b):
+    return _promoted(a, b)(a if pred else b)
+
+
+def _round_digits(x, ndigits):
+    return builtins.round(x, ndigits)
+
+
+# name -> (Python implementation, result type from the argument types)
+_PY_OPS = {
+    "where": (_number_where, lambda pred, a, b: _promoted(a, b)),
+    "round": (builtins.round, lambda x: int),
+    "round_digits": (_round_digits, lambda x, n: int if number_type(x) in (bool, int) else float),
+    "pow_int": (operator.pow, lambda a, b: int),
+    "pow_float": (lambda a, b: float(operator.pow(a, b)), lambda a, b: float),
+}
+_py_symbols: dict = {}
+
+
+def _py_meta(name: str):
+    fn, result_type = _PY_OPS[name]
+
+    def meta(*args):
+        from thunder.core.proxies import numberproxy
+
+        typ = result_type(*args)
+        value = fn(*(number_value(a) for a in args))
+        return numberproxy(typ, typ(value))
+
+    meta.__name__ = f"metatrace_py_{name}_meta"
+    return meta
+
+
+def py_op(name: str):
+    """The registered operator computing ``_PY_OPS[name]`` (a Symbol), or None when disabled."""
+    return _py_symbols.get(name)
+
+
+def register_python_semantics() -> list:
+    from thunder.executors.pythonex import ex
+
+    names = []
+    for name, (fn, _) in _PY_OPS.items():
+        op_name = f"metatrace_py_{name}"
+        sym = ex.register_operator(op_name, meta=_py_meta(name), fn=fn)
+        _py_symbols[name] = sym
+        # Numbers carry no gradient: the grad transform passes these through (as prims.floor).
+        nondifferentiable_vjp_symbols.add(sym.id)
+        names.append(op_name)
+    return names
+
+

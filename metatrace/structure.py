@@ -6,8 +6,10 @@ constant (``rounding_mode="trunc"``, ``dim=None``, a dtype) is not guarded at al
 another one reuses the entry. For every argument that is not a tensor or a number, metatrace adds
 a check of its structure: container types, lengths and dict keys, the types of numbers and
 tensors inside, and the values of the other leaves (strings, None, bools, dtypes, devices).
-Numbers and tensors stay the business of thunder's checks and metatrace's guards: a number the
-trace never read cannot change its result.
+Tensors and the values of numbers stay the business of thunder's checks and metatrace's guards:
+a number the trace never read cannot change its result. A number's *type* is checked here:
+thunder's symbolic-values prologue does not check it, and a trace made for ``3`` bakes in what
+``int`` implies (``torch.tensor(n)``'s dtype, ``7 // 2`` against ``7.0 // 2``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from thunder.core.compile_data import using_symbolic_values
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import Proxy
 
 CONTAINERS = (list, tuple, dict, slice)
+NUMBER_TYPES = (int, float, complex)  # guarded by type under symbolic values (bool is a value type)
 # Leaves guarded by value: a trace bakes them in as constants.
 VALUE_TYPES = (str, bool, torch.dtype, torch.device, torch.layout, torch.memory_format)
 
@@ -50,8 +54,20 @@ EXPECTED: dict[str, Any] = {}
 ALIAS = ("alias of an earlier argument",)
 
 
+class NumberTypes(tuple):
+    """Expected types of the number arguments, checked together (``(int, float)``)."""
+
+
 def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
-    if EXPECTED[structure_id] == ALIAS:
+    expected = EXPECTED[structure_id]
+    if type(expected) is NumberTypes:
+        if len(expected) != 1 + len(aliased) or any(
+            type(v) is not t for v, t in zip((value, *aliased), expected)
+        ):
+            got = ", ".join(type(v).__name__ for v in (value, *aliased))
+            raise StructureMismatch(f"number argument types changed: expected {', '.join(t.__name__ for t in expected)}, got {got}")
+        return
+    if expected == ALIAS:
         if value is not aliased[0]:
             raise StructureMismatch("argument aliasing changed: the trace used one object for both arguments")
         return
@@ -83,13 +99,25 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict) -> list[str
     from thunder.core.trace import tracectx
 
     texts = []
+    symbolic = using_symbolic_values()
+    numbers: list[tuple[Proxy, type]] = []  # (argument proxy, its type)
     first_seen: dict[int, Proxy] = {}  # id of a container argument -> the proxy of its first occurrence
     items = [(PseudoInst.INPUT_ARGS, i, a) for i, a in enumerate(args)]
     items += [(PseudoInst.INPUT_KWARGS, k, v) for k, v in kwargs.items()]
     for source, key, value in items:
-        if isinstance(value, torch.Tensor) or type(value) in (int, float, complex):
+        if isinstance(value, torch.Tensor):
             continue  # thunder's own checks and metatrace's guards cover what the trace read
-        if type(value) not in CONTAINERS and value is not None and value is not Ellipsis and type(value) not in VALUE_TYPES:
+        if type(value) in NUMBER_TYPES:
+            if symbolic:  # (constant values: thunder checks type and value)
+                with tracectx(trace):
+                    numbers.append((_argument_proxy(source, key), type(value)))
+            continue
+        if (
+            type(value) not in CONTAINERS
+            and value is not None
+            and value is not Ellipsis
+            and type(value) not in VALUE_TYPES
+        ):
             continue  # modules, functions, ...: thunder's provenance tracking covers them
         structure_id = f"s{len(EXPECTED)}"
         with tracectx(trace):
@@ -106,4 +134,10 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict) -> list[str
         EXPECTED[structure_id] = describe(value)
         ctx.add_constraint((StructureConstraint(structure_id), proxy))
         texts.append(f"structure of {where}: {EXPECTED[structure_id]}")
+    if numbers:
+        # One check for the types of all number arguments.
+        structure_id = f"s{len(EXPECTED)}"
+        EXPECTED[structure_id] = NumberTypes(t for _, t in numbers)
+        ctx.add_constraint((StructureConstraint(structure_id), *(p for p, _ in numbers)))
+        texts.append(f"types of the number arguments: {', '.join(t.__name__ for _, t in numbers)}")
     return texts

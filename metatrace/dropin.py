@@ -1,0 +1,439 @@
+"""Drop-in: what runs under ``cache="constant values"`` also runs under ``"symbolic values"``.
+
+thunder 0.2.6's symbolic-values mode proxies every string and slice it reads from the inputs,
+and its interpreter and number proxies assume Python ints in places. While metatrace is enabled:
+
+- Inputs that can never be sizes are static, as in thunder's constant-values mode: a string
+  (an argument, or a module attribute such as ``Conv1d.padding_mode``) stays a plain ``str`` in
+  the trace and the prologue checks its value (``check_string_value``). Devices already are;
+  dtypes, ``None`` and ``Ellipsis`` are never proxied (``metatrace.structure`` checks the call's).
+- A slice argument keeps its numbers symbolic: ``start``/``stop``/``step`` become number
+  proxies that the prologue unpacks as ``args[i].start`` ..., guarded like any number, and the
+  slice's shape (which parts are None) is checked by ``metatrace.structure``.
+- A number proxy used as an index into a Python tuple or list (``x.shape[d]``) bakes its value
+  in: an equality guard, as for any concretization.
+- ``len`` of a tensor returns its symbolic first size (the interpreter insisted on an int).
+- ``divmod`` on number proxies is ``(a // b, a % b)`` (thunder has no ``divmod`` method).
+- ``torch.tensor([n, n])``: the numbers of the sequence are baked in (equality guards); the
+  prim's meta accepts Python numbers only. ``torch.tensor(n)`` is ``full((), n)``, as thunder
+  does for a Python number. ``torch.randint``'s bounds are baked in (its prim wants ints).
+- ``t.numel`` (the attribute thunder's torch layer reads) is the number of elements, not the
+  deferred function thunder leaves under symbolic values.
+- Python's number semantics instead of thunder's lowering through tensor ops
+  (``math.floor(-3.25)`` was -3, ``7 ** -2`` was 0): ``math.floor``/``ceil``/``trunc`` are
+  ``int(prims.floor(x))`` ..., float ``a // b`` is ``prims.py_floordiv``, and ``round``,
+  ``int ** int`` and ``where`` on three numbers run as the Python functions themselves
+  (operators of the python executor, ``metatrace.pyexec``).
+- ``where`` with a symbolic number condition and tensor branches (``copysign(t, n)``) makes the
+  condition a 0-d tensor: no executor runs ``prims.where`` on a number condition.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import importlib
+from numbers import Number
+from typing import Any
+
+import thunder.clang as clang
+import thunder.core.interpreter as interpreter
+import thunder.core.jit_ext as jit_ext
+import thunder.core.prims as prims
+import thunder.torch as ltorch
+from thunder.core.compile_data import using_symbolic_values
+from thunder.core.interpreter import (
+    ProvenanceRecord,
+    PseudoInst,
+    WrappedValue,
+    _interpret_call,
+    wrap_const,
+)
+from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy, proxy
+from thunder.core.pytree import tree_flatten, tree_unflatten
+from thunder.core.trace import get_tracectx
+
+from metatrace import pyexec, sink
+
+# (thunder.clang re-exports a ``langctx`` name that hides the submodule from attribute access)
+clang_langctx = importlib.import_module("thunder.clang.langctx")
+
+NOT_HANDLED = object()
+_originals: dict[Any, Any] = {}
+_swapped_metas: list = []  # (symbol, its meta before install)
+
+
+# ---------------------------------------------------------------------------------------------
+# Static strings, symbolic slices (called by metatrace.module_state's JitCtx.proxify)
+# ---------------------------------------------------------------------------------------------
+
+
+def _slice_part(slice_provenance: ProvenanceRecord, attr: str, v: Any) -> Any:
+    if type(v) is not int:
+        return v  # None (checked by the structure guard), or an object thunder handles as is
+    history = ProvenanceRecord(
+        PseudoInst.LOAD_ATTR,
+        inputs=[slice_provenance, ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=attr)],
+        ext_flag=jit_ext.EXT_FLAG_IS_PROXY_DERIVED,
+    )
+    p = proxy(v, history=history)
+    if hasattr(p, "make_constrainable"):
+        p.make_constrainable()
+    return p
+
+
+def proxify_static(ctx, value: WrappedValue) -> Any:
+    """Returns NOT_HANDLED for what thunder's own ``JitCtx.proxify`` does right."""
+    uvalue = value.value
+    if value.original_value is not value.nothing or not using_symbolic_values():
+        return NOT_HANDLED
+    if type(uvalue) is str:
+        # thunder's constant-values path: the trace keeps the string, the prologue checks it.
+        value.provenance.ext_flag |= jit_ext.EXT_FLAG_IS_PROXY_DERIVED
+        p = proxy(uvalue, history=value.provenance)
+        ctx.add_constraint((clang.check_string_value, p, uvalue))
+        return p
+    if type(uvalue) is slice:
+        value.provenance.ext_flag |= jit_ext.EXT_FLAG_IS_PROXY_DERIVED
+        parts = [_slice_part(value.provenance, a, getattr(uvalue, a)) for a in ("start", "stop", "step")]
+        proxied = slice(*parts)
+        value.register_proxy(proxied)
+        return proxied
+    return NOT_HANDLED
+
+
+# ---------------------------------------------------------------------------------------------
+# Interpreter: tuple/list indexing, len, divmod
+# ---------------------------------------------------------------------------------------------
+
+
+def _concrete_index(idx: WrappedValue) -> WrappedValue:
+    uidx = idx.value
+    if isinstance(uidx, IntegerProxy) and sink.COLLECTOR.get() is not None:
+        value = uidx.value
+        sink.static(uidx, value, "index into a tuple or list")
+        return wrap_const(value)
+    return idx
+
+
+def _indexing(original):
+    @functools.wraps(original)
+    def getitem(self, idx, /):
+        return original(self, _concrete_index(idx))
+
+    return getitem
+
+
+def _len_lookaside(obj):
+    def impl(obj):
+        if not hasattr(obj, "__len__"):
+            raise TypeError(f"object of type '{type(obj).__name__}' has no len()")
+        result = getattr(obj, "__len__")()
+        if isinstance(result, IntegerProxy):
+            return result  # a tensor's symbolic first size
+        if not isinstance(result, int):
+            raise TypeError(f"'{type(result).__name__}' object cannot be interpreted as an integer")
+        if result < 0:
+            raise ValueError("__len__() should return >= 0")
+        return result
+
+    u = obj.value
+    if isinstance(u, TensorProxy) and sink.COLLECTOR.get() is not None:
+        return _interpret_call(impl, obj)
+    return _originals["len"](obj)
+
+
+def _divmod(self, other):
+    return (self // other, self % other)
+
+
+def _rdivmod(self, other):
+    return (other // self, other % self)
+
+
+# ---------------------------------------------------------------------------------------------
+# Python number semantics (operators in metatrace.pyexec)
+# ---------------------------------------------------------------------------------------------
+
+
+def _tracing() -> bool:
+    """A trace records here: not a meta (the runtime handles those), not plain Python."""
+    trace = get_tracectx()
+    return trace is not None and not (trace.scopes and trace.scopes[-1] is None)
+
+
+def _is_integer(x) -> bool:
+    return pyexec.number_type(x) in (bool, int)
+
+
+def _to_integer(name: str):
+    # Written with number prims the prologue's guards can replay (a size computed by
+    # ``math.ceil``, as ``clang.arange``'s length, stays expressible in the inputs) and the grad
+    # transform knows as non-differentiable: floor(x) = int(prims.floor(x)), likewise ceil,
+    # trunc(x) = int(x).
+    def method(self):
+        if not _tracing():
+            return _originals[(NumberProxy, name)](self)
+        if isinstance(self, IntegerProxy):
+            if self.python_type is int:
+                return self  # math.floor(7) is 7
+            return prims.convert_element_type(self, int)
+        if name == "__floor__":
+            return prims.convert_element_type(prims.floor(self), int)
+        if name == "__ceil__":
+            return prims.convert_element_type(prims.ceil(self), int)
+        return prims.convert_element_type(self, int)
+
+    method.__name__ = name
+    return method
+
+
+def _round(self, ndigits=None):
+    if not _tracing():
+        return _originals[(NumberProxy, "__round__")](self) if ndigits is None else builtins.round(self.value, ndigits)
+    if ndigits is None:
+        if isinstance(self, IntegerProxy) and self.python_type is int:
+            return self
+        return pyexec.py_op("round")(self)
+    return pyexec.py_op("round_digits")(self, ndigits)
+
+
+def _pow(a, b, original):
+    if not (_tracing() and _is_integer(a) and _is_integer(b)):
+        return original()
+    # int ** int is an int, unless the exponent is negative: its type depends on the sign.
+    negative = pyexec.number_value(b) < 0
+    if isinstance(b, NumberProxy):
+        sink.relation("lt", b, 0, negative)
+    return pyexec.py_op("pow_float" if negative else "pow_int")(a, b)
+
+
+def _pow_method(self, other):
+    return _pow(self, other, lambda: _originals[(NumberProxy, "__pow__")](self, other))
+
+
+def _rpow_method(self, other):
+    return _pow(other, self, lambda: _originals[(NumberProxy, "__rpow__")](self, other))
+
+
+def _floor_divide(a, b):
+    """``a // b`` on numbers with a float: thunder's clang composes fmod, div, where and a floor
+    through ``int()``; Python's own ``//`` is ``prims.py_floordiv`` (the prologue's guards
+    replay it; metatrace.pyexec makes it non-differentiable, as floor is)."""
+    if (
+        isinstance(a, (Number, NumberProxy))
+        and isinstance(b, (Number, NumberProxy))
+        and any(isinstance(x, NumberProxy) for x in (a, b))
+        and float in (pyexec.number_type(a), pyexec.number_type(b))
+        and complex not in (pyexec.number_type(a), pyexec.number_type(b))
+        and _tracing()
+    ):
+        return prims.py_floordiv(a, b)
+    return _originals["floor_divide"](a, b)
+
+
+def _where(pred, a, b):
+    xs = (pred, a, b)
+    if any(isinstance(x, NumberProxy) for x in xs) and _tracing():
+        if all(isinstance(x, (Number, NumberProxy)) for x in xs):
+            # prims.where has no meta for three numbers
+            return pyexec.py_op("where")(pred, a, b)
+        if isinstance(pred, NumberProxy):
+            # A symbolic condition with tensor branches (clang.copysign(t, n): where(signbit(n),
+            # ...)): no executor runs prims.where on a number condition; as a 0-d tensor it
+            # stays symbolic and broadcasts like the number would.
+            import thunder.core.dtypes as dtypes
+
+            device = next(x.device for x in (a, b) if isinstance(x, TensorProxy))
+            pred = _originals["full"]((), pred, device=device, dtype=dtypes.bool8)
+    return _originals["where"](pred, a, b)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.tensor(n), torch.tensor([n, n])
+# ---------------------------------------------------------------------------------------------
+
+
+def _tensor_meta(original):
+    """``ltorch.tensor``: a number proxy takes thunder's own path for a number (``full((), n)``),
+    which its argument check (``isinstance(x, (Number, Sequence))``) refuses for a proxy."""
+
+    @functools.wraps(original)
+    def meta(seq_or_number, *, device=None, dtype=None, requires_grad=False, pin_memory=False):
+        if not isinstance(seq_or_number, NumberProxy) or requires_grad or pin_memory:
+            return original(seq_or_number, device=device, dtype=dtype, requires_grad=requires_grad, pin_memory=pin_memory)
+        import thunder.core.dtypes as dtypes
+        import thunder.torch as ltorch
+
+        if dtype is None:
+            dtype = dtypes.numbertype_to_dtype(dtypes.to_dtype(seq_or_number))
+        return ltorch.full((), seq_or_number, dtype=dtype, device=device)
+
+    return meta
+
+
+def _randint_meta(original):
+    """``ltorch.randint``: ``prims.randint``'s meta accepts int bounds only: they are baked in."""
+
+    @functools.wraps(original)
+    def meta(*args, **kwargs):
+        args = list(args)
+        bounds = (0,) if len(args) == 2 and isinstance(args[1], (tuple, list)) else (0, 1)
+        for i in bounds:
+            if i < len(args) and isinstance(args[i], NumberProxy):
+                sink.static(args[i], args[i].value, "a bound of torch.randint")
+                args[i] = args[i].value
+        return original(*args, **kwargs)
+
+    return meta
+
+
+# ---------------------------------------------------------------------------------------------
+# t.numel under symbolic values
+# ---------------------------------------------------------------------------------------------
+#
+# thunder's TensorProxy answers the attribute ``t.numel`` with the product of its sizes, as an
+# int that can also be called (``t.numel()``), but under symbolic values with the deferred
+# product itself, a function: ``fill_value.numel != 1`` (``full`` with a tensor fill value) is
+# always true, ``a.numel == 0`` (``logsumexp``, ``_softmax``) always false. While enabled, in
+# thunder's torch and clang layers (not in metas: their rewritten code reads the attribute as
+# it was), it is the product, callable like thunder's int: the fresh product proxy's class
+# becomes a callable subclass (the same object: a copy would collide by name in the trace).
+
+
+class _CallableInt(int):
+    def __call__(self):
+        return int(self)
+
+
+class _CallableIntegerProxy(IntegerProxy):
+    """An IntegerProxy that returns itself when called: ``t.numel()``."""
+
+    def __call__(self):
+        return self
+
+
+def _tensor_getattr(self, attr: str, /):
+    value = _originals[(TensorProxy, "__getattr__")](self, attr)
+    if attr != "numel" or isinstance(value, (int, _CallableIntegerProxy)) or not _tracing():
+        return value
+    n = value() if callable(value) and not isinstance(value, NumberProxy) else value
+    if isinstance(n, int):
+        return _CallableInt(n)
+    if type(n) is IntegerProxy and n.history is None and all(n is not s for s in self._shape):
+        n.__class__ = _CallableIntegerProxy  # a product just recorded: nothing else holds it yet
+        return n
+    return value  # not a fresh product: thunder's behaviour
+
+
+def _numel_meta(original):
+    """``torch.numel(t)`` (``ltorch.numel``) is the product too, not the deferred function."""
+
+    @functools.wraps(original)
+    def meta(a, /):
+        n = original(a)
+        if callable(n) and not isinstance(n, (int, NumberProxy)) and _tracing():
+            a.shape  # noqa: B018 - binds the sizes (prims.shape) in this symbol, as metatrace.numel does
+            return n()
+        return n
+
+    return meta
+
+
+def _concrete_numbers(x: Any) -> Any:
+    leaves, spec = tree_flatten(x)
+    if not any(isinstance(leaf, NumberProxy) for leaf in leaves):
+        return x
+    out = []
+    for leaf in leaves:
+        if isinstance(leaf, NumberProxy):
+            sink.static(leaf, leaf.value, "an element of torch.tensor's data")
+            leaf = leaf.value
+        out.append(leaf)
+    return tree_unflatten(out, spec)
+
+
+def _tensor_from_sequence(sequence, *, dtype=None, device=None):
+    return _originals["tensor_from_sequence"](_concrete_numbers(sequence), dtype=dtype, device=device)
+
+
+def _methods() -> list[tuple[type, str, Any]]:
+    return [
+        (NumberProxy, "__divmod__", _divmod),
+        (NumberProxy, "__rdivmod__", _rdivmod),
+        (NumberProxy, "__floor__", _to_integer("__floor__")),
+        (NumberProxy, "__ceil__", _to_integer("__ceil__")),
+        (NumberProxy, "__trunc__", _to_integer("__trunc__")),
+        (NumberProxy, "__round__", _round),
+        (NumberProxy, "__pow__", _pow_method),
+        (NumberProxy, "__rpow__", _rpow_method),
+        (TensorProxy, "__getattr__", _tensor_getattr),
+    ]
+
+
+_swapped_methods: list = []  # (class, name, original function, new function)
+
+
+def _swap_method(cls: type, name: str, fn) -> None:
+    """Replaces a proxy method, and, as thunder does for its own proxy methods (jit_ext's
+    ``get_methods_properties``), makes the jit call it opaquely rather than interpret it."""
+    original = cls.__dict__[name]
+    setattr(cls, name, fn)
+    lookaside = jit_ext.interpreter_needs_wrap(jit_ext.record_source_loc_in_symbol_header(fn))
+    if cls is TensorProxy:
+        lookaside = jit_ext.ensure_recursive_proxies(lookaside)
+    jit_ext._general_jit_lookaside_map[fn] = lookaside
+    _swapped_methods.append((cls, name, original, fn))
+
+
+def install() -> None:
+    if _originals:
+        return
+    lookasides = interpreter._default_provenance_tracking_lookaside_map
+    for key in (tuple.__getitem__, list.__getitem__):
+        _originals[key] = lookasides[key]
+        lookasides[key] = _indexing(lookasides[key])
+    _originals["len"] = interpreter._default_lookaside_map[len]
+    interpreter._default_lookaside_map[len] = _len_lookaside
+    _originals["tensor_from_sequence"] = clang.tensor_from_sequence
+    clang.tensor_from_sequence = functools.wraps(clang.tensor_from_sequence)(_tensor_from_sequence)
+    _originals["where"] = clang.where
+    _originals["full"] = clang.full
+    clang.where = functools.wraps(clang.where)(_where)
+    _originals["floor_divide"] = clang.floor_divide
+    clang.floor_divide = functools.wraps(clang.floor_divide)(_floor_divide)
+    # NumberProxy's ``//`` resolves the method through the clang language context's own map
+    _originals["floor_divide_method"] = clang_langctx._method_name_to_fn_map["floor_divide"]
+    clang_langctx._method_name_to_fn_map["floor_divide"] = clang.floor_divide
+    for sym, wrap in ((ltorch.tensor, _tensor_meta), (ltorch.randint, _randint_meta), (ltorch.numel, _numel_meta)):
+        _swapped_metas.append((sym, sym.meta))
+        object.__setattr__(sym, "meta", wrap(sym.meta))
+    for cls, name, fn in _methods():
+        _originals[(cls, name)] = cls.__dict__[name]
+        _swap_method(cls, name, fn)
+    call = _CallableIntegerProxy.__call__
+    jit_ext._general_jit_lookaside_map[call] = jit_ext.interpreter_needs_wrap(call)
+
+
+def uninstall() -> None:
+    """Undoes ``install`` (also a partial one: each step is undone only if it was done)."""
+    for cls, name, original, fn in reversed(_swapped_methods):
+        setattr(cls, name, original)
+        jit_ext._general_jit_lookaside_map.pop(fn, None)
+    _swapped_methods.clear()
+    jit_ext._general_jit_lookaside_map.pop(_CallableIntegerProxy.__call__, None)
+    for sym, meta in reversed(_swapped_metas):
+        object.__setattr__(sym, "meta", meta)
+    _swapped_metas.clear()
+    if "floor_divide_method" in _originals:
+        clang_langctx._method_name_to_fn_map["floor_divide"] = _originals["floor_divide_method"]
+    for name in ("floor_divide", "where", "tensor_from_sequence"):
+        if name in _originals:
+            setattr(clang, name, _originals[name])
+    if "len" in _originals:
+        interpreter._default_lookaside_map[len] = _originals["len"]
+    lookasides = interpreter._default_provenance_tracking_lookaside_map
+    for key in (tuple.__getitem__, list.__getitem__):
+        if key in _originals:
+            lookasides[key] = _originals[key]
+    _originals.clear()

@@ -1,0 +1,366 @@
+"""Drop-in: what runs under cache="constant values" runs under "symbolic values" with metatrace.
+
+Every case is called with several values and compared with eager PyTorch (a reused cache entry
+must never return a wrong result); the compile counts say where an entry is reused.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import thunder
+import thunder.core.interpreter as interpreter
+import thunder.core.jit_ext as jit_ext
+import thunder.torch as ltorch
+from thunder.core.proxies import NumberProxy, TensorProxy
+
+import metatrace
+from opinfo_harness import iter_cases, run_shared
+
+SYMBOLIC = "symbolic values"
+
+
+def jit_and_compare(fn, calls):
+    """Calls ``thunder.jit(fn)`` on each argument tuple, comparing every result with eager."""
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for args in calls:
+        torch.testing.assert_close(jf(*args), fn(*args))
+    return jf
+
+
+def same_metadata(got: torch.Tensor, want: torch.Tensor) -> bool:
+    return (got.shape, got.dtype, got.device) == (want.shape, want.dtype, want.device)
+
+
+# ---------------------------------------------------------------------------------------------
+# Strings, devices, dtypes, None, Ellipsis: static, guarded by value
+# ---------------------------------------------------------------------------------------------
+
+
+def test_conv1d_module_runs_and_reuses_over_lengths(enabled):
+    m = torch.nn.Conv1d(3, 4, 3)
+    jf = jit_and_compare(m, [(torch.randn(1, 3, 8),), (torch.randn(1, 3, 10),)])
+    assert thunder.cache_misses(jf) == 1
+
+
+class _Loss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.reduction = "sum"
+
+    def forward(self, x, y):
+        return F.mse_loss(x, y, reduction=self.reduction)
+
+
+def test_module_string_attribute_change_misses(enabled):
+    m = _Loss()
+    jf = thunder.jit(m, cache=SYMBOLIC)
+    x, y = torch.randn(4), torch.randn(4)
+    torch.testing.assert_close(jf(x, y), m(x, y))
+    m.reduction = "mean"
+    torch.testing.assert_close(jf(x, y), m(x, y))
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_string_argument_is_guarded_by_value(enabled):
+    fn = lambda a, mode: F.gelu(a, approximate=mode)  # noqa: E731
+    a = torch.randn(5)
+    jf = jit_and_compare(fn, [(a, "none"), (a, "tanh"), (a, "none"), (torch.randn(7), "none")])
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_rounding_mode_string(enabled):
+    fn = lambda a, b, m: torch.div(a, b, rounding_mode=m)  # noqa: E731
+    a, b = torch.tensor([-7.0, 7.0]), torch.tensor([2.0, 2.0])
+    jf = jit_and_compare(fn, [(a, b, "trunc"), (a, b, "floor")])
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_einsum_equation_argument(enabled):
+    fn = lambda eq, a, b: torch.einsum(eq, a, b)  # noqa: E731
+    a, b = torch.randn(2, 3), torch.randn(3, 4)
+    jf = jit_and_compare(fn, [("ij,jk->ik", a, b), ("ij,jk->ki", a, b), ("ij,jk->ik", a, b)])
+    assert thunder.cache_misses(jf) == 2
+
+
+FACTORIES = {
+    "zeros": lambda n, dev: torch.zeros(n, device=dev),
+    "ones": lambda n, dev: torch.ones(n, 2, device=dev, dtype=torch.float64),
+    "full": lambda n, dev: torch.full((n,), 2.5, device=dev),
+    "arange": lambda n, dev: torch.arange(n, device=dev),
+    "empty": lambda n, dev: torch.empty(n, device=dev),
+    "randn": lambda n, dev: torch.randn(n, device=dev),
+    "rand": lambda n, dev: torch.rand(n, 3, device=dev),
+    "randint": lambda n, dev: torch.randint(0, 5, (n,), device=dev),
+}
+RANDOM = {"empty", "randn", "rand", "randint"}
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_factory_with_device_string_reuses_over_sizes(enabled, name):
+    fn = FACTORIES[name]
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for n in (3, 4):
+        got, want = jf(n, "cpu"), fn(n, "cpu")
+        if name in RANDOM:
+            assert same_metadata(got, want)
+        else:
+            torch.testing.assert_close(got, want)
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_dtype_argument_is_guarded(enabled):
+    fn = lambda n, dt: torch.zeros(n, dtype=dt)  # noqa: E731
+    jf = jit_and_compare(fn, [(3, torch.float64), (3, torch.int32), (4, torch.float64)])
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_device_object_argument(enabled):
+    fn = lambda n, dev: torch.ones(n, device=dev)  # noqa: E731
+    jf = jit_and_compare(fn, [(3, torch.device("cpu")), (5, torch.device("cpu"))])
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_none_argument_against_a_number(enabled):
+    fn = lambda a, d: torch.sum(a, dim=d)  # noqa: E731
+    a = torch.randn(3, 4)
+    jf = jit_and_compare(fn, [(a, None), (a, 0), (a, None)])
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_ellipsis_argument(enabled):
+    fn = lambda a, e: a[e, 0]  # noqa: E731
+    jf = jit_and_compare(fn, [(torch.randn(3, 4), Ellipsis), (torch.randn(3, 5), Ellipsis)])
+    assert thunder.cache_misses(jf) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Slices: symbolic numbers, guarded
+# ---------------------------------------------------------------------------------------------
+
+
+def test_slice_argument_reuses_across_bounds(enabled):
+    fn = lambda a, s: a[s]  # noqa: E731
+    a = torch.randn(8)
+    jf = jit_and_compare(fn, [(a, slice(1, 5)), (a, slice(2, 6)), (a, slice(3, 7))])
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_slice_argument_values_are_right_everywhere(enabled):
+    fn = lambda a, s: a[s]  # noqa: E731
+    a = torch.randn(8)
+    slices = [slice(1, 5), slice(-3, 7), slice(0, 100), slice(5, 1), slice(-8, 2), slice(0, 8, 2), slice(1, 8, 3)]
+    jit_and_compare(fn, [(a, s) for s in slices])
+
+
+def test_slice_with_none_parts(enabled):
+    fn = lambda a, s: a[s]  # noqa: E731
+    a = torch.randn(8)
+    slices = [slice(1, None), slice(None, 3), slice(None, None, 2), slice(-3, None), slice(2, None)]
+    jf = jit_and_compare(fn, [(a, s) for s in slices])
+    assert thunder.cache_misses(jf) >= 3  # three shapes of slice (start, stop, step None or not)
+
+
+def test_slice_structure_change_misses(enabled):
+    fn = lambda a, s: a[s]  # noqa: E731
+    a = torch.randn(8)
+    jf = jit_and_compare(fn, [(a, slice(1, 5)), (a, slice(1, None))])
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_slices_inside_a_tuple_index(enabled):
+    fn = lambda a, idx: a[idx]  # noqa: E731
+    a = torch.randn(4, 6)
+    jit_and_compare(fn, [(a, (slice(0, 2), 1)), (a, (slice(1, 3), 2)), (a, (slice(2, 4), slice(1, 5)))])
+
+
+def test_slice_over_tensor_sizes(enabled):
+    fn = lambda a, s: a[s] * 2  # noqa: E731
+    jf = jit_and_compare(fn, [(torch.randn(8), slice(1, 5)), (torch.randn(10), slice(2, 9))])
+    assert thunder.cache_misses(jf) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers as indices into Python tuples, len, divmod
+# ---------------------------------------------------------------------------------------------
+
+
+def test_shape_indexed_by_a_number(enabled):
+    fn = lambda x, d: x * x.shape[d]  # noqa: E731
+    x = torch.randn(3, 4)
+    jf = jit_and_compare(fn, [(x, 0), (x, 1), (x, 0), (x, -1)])
+    assert thunder.cache_misses(jf) == 3
+
+
+def test_size_of_a_number_dim(enabled):
+    fn = lambda x, d: x * x.size(d)  # noqa: E731
+    x = torch.randn(3, 4)
+    jf = jit_and_compare(fn, [(x, 0), (x, 1), (x, 1)])
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_list_indexed_by_a_number(enabled):
+    fn = lambda x, i: x * [2.0, 3.0, 5.0][i]  # noqa: E731
+    x = torch.randn(3)
+    jf = jit_and_compare(fn, [(x, 0), (x, 2), (x, 0)])
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_len_of_a_tensor_is_symbolic(enabled):
+    fn = lambda x: x * len(x)  # noqa: E731
+    jf = jit_and_compare(fn, [(torch.randn(3),), (torch.randn(4),)])
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_len_as_a_size(enabled):
+    fn = lambda x: torch.zeros(len(x), 2) + x[:1, None]  # noqa: E731
+    jf = jit_and_compare(fn, [(torch.randn(3),), (torch.randn(5),)])
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_range_of_len(enabled):
+    def fn(x):
+        total = x[0]
+        for i in range(1, len(x)):
+            total = total + x[i]
+        return total
+
+    jit_and_compare(fn, [(torch.randn(3),), (torch.randn(5),)])
+
+
+def test_divmod_of_a_number(enabled):
+    fn = lambda x, n: x[: divmod(n, 3)[0]] * divmod(n, 3)[1]  # noqa: E731
+    x = torch.randn(8)
+    jit_and_compare(fn, [(x, 7), (x, 8), (x, 9), (x, 16)])
+
+
+def test_torch_tensor_of_a_list_of_numbers(enabled):
+    fn = lambda n: torch.tensor([n, n + 1])  # noqa: E731
+    jit_and_compare(fn, [(3,), (4,), (3,)])
+
+
+def test_torch_tensor_of_a_number_is_symbolic(enabled):
+    fn = lambda x, n: x * torch.tensor(n)  # noqa: E731
+    x = torch.ones(2)
+    jf = jit_and_compare(fn, [(x, 3), (x, 4)])
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_number_type_change_misses(enabled):
+    fn = lambda n: torch.tensor([n])  # noqa: E731
+    jf = jit_and_compare(fn, [(3,), (3.0,)])
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_torch_tensor_of_a_number_keeps_its_type(enabled):
+    fn = lambda n: torch.tensor(n)  # noqa: E731
+    jit_and_compare(fn, [(3,), (2.5,), (True,)])
+
+
+def test_full_with_a_tensor_fill_value(enabled):
+    fn = lambda x, v: x + torch.full((2, 2), v)  # noqa: E731
+    jf = jit_and_compare(fn, [(torch.ones(2), torch.tensor(2.0)), (torch.ones(2), torch.tensor(3.0))])
+    assert thunder.cache_misses(jf) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Python number semantics on symbolic numbers
+# ---------------------------------------------------------------------------------------------
+
+NUMBER_OPS = {
+    "floordiv": lambda a, b: a // b,
+    "mod": lambda a, b: a % b,
+    "divmod": lambda a, b: divmod(a, b)[0] + divmod(a, b)[1],
+    "floor": lambda a, b: math.floor(a),
+    "ceil": lambda a, b: math.ceil(a),
+    "trunc": lambda a, b: math.trunc(a),
+    "round": lambda a, b: round(a),
+    "round_digits": lambda a, b: round(a, 1),
+    "pow": lambda a, b: a**b,
+    "copysign": lambda a, b: math.copysign(a, b),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NUMBER_OPS))
+@pytest.mark.parametrize("values", [((2.5, -1.5), (-3.25, 2.0), (7.75, 4.0)), ((7, -2), (-9, 4), (2, 3))], ids=["float", "int"])
+def test_python_number_semantics(enabled, name, values):
+    op = NUMBER_OPS[name]
+    fn = lambda x, a, b: x * op(a, b)  # noqa: E731
+    x = torch.ones(2, dtype=torch.float64)
+    jit_and_compare(fn, [(x, a, b) for a, b in values])
+
+
+def test_float_floordiv_is_symbolic(enabled):
+    fn = lambda x, a, b: x * (a // b)  # noqa: E731
+    x = torch.ones(2, dtype=torch.float64)
+    jf = jit_and_compare(fn, [(x, 7.5, 2.0), (x, -9.0, 4.0), (x, 1.0, -3.0)])
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_floor_of_a_float_is_symbolic(enabled):
+    fn = lambda x, a: x * math.floor(a)  # noqa: E731
+    x = torch.ones(2, dtype=torch.float64)
+    jf = jit_and_compare(fn, [(x, 2.5), (x, -3.25)])
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_int_pow_guards_the_sign_of_the_exponent(enabled):
+    fn = lambda x, a, b: x * (a**b)  # noqa: E731
+    x = torch.ones(2, dtype=torch.float64)
+    jf = jit_and_compare(fn, [(x, 7, -2), (x, 2, 3), (x, 3, 2), (x, 2, -1)])
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_arange_length_with_a_step_is_the_ceiling(enabled):
+    # clang.arange's length is math.ceil((stop - start) / step): 4 for arange(0, 7, 2)
+    fn = lambda x: torch.arange(0, x.shape[0], 2) + x[::2]  # noqa: E731
+    jf = jit_and_compare(fn, [(torch.randn(7),), (torch.randn(8),), (torch.randn(9),)])
+    assert thunder.cache_misses(jf) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# thunder's own opinfo samples of the factory ops, all through one jitted function per op
+# ---------------------------------------------------------------------------------------------
+
+FACTORY_OPINFOS = ["arange", "empty", "full", "full_like", "ones", "rand", "randint", "randn", "tensor", "zeros", "zeros_like"]
+
+
+@pytest.mark.parametrize("name", FACTORY_OPINFOS)
+def test_factory_opinfo_samples_share_one_function(enabled, name):
+    cases = list(iter_cases(6, names={name}))
+    results = run_shared(cases[0][0], [s for _, s in cases], SYMBOLIC)
+    assert [r.error for r in results if r.status != "ok"] == []
+
+
+# ---------------------------------------------------------------------------------------------
+# disable() restores thunder
+# ---------------------------------------------------------------------------------------------
+
+
+def _thunder_state():
+    names = ("__floor__", "__ceil__", "__trunc__", "__round__", "__pow__", "__rpow__", "__divmod__", "__rdivmod__")
+    return (
+        tuple(NumberProxy.__dict__[n] for n in names),
+        TensorProxy.__dict__["__getattr__"],
+        interpreter._default_lookaside_map[len],
+        interpreter._default_provenance_tracking_lookaside_map[tuple.__getitem__],
+        interpreter._default_provenance_tracking_lookaside_map[list.__getitem__],
+        jit_ext.JitCtx.proxify,
+        ltorch.tensor.meta,
+        ltorch.randint.meta,
+        thunder.clang.where,
+        thunder.clang.tensor_from_sequence,
+        frozenset(map(id, jit_ext._general_jit_lookaside_map)),
+    )
+
+
+def test_disable_restores_what_dropin_replaced():
+    assert not metatrace.is_enabled()
+    before = _thunder_state()
+    with metatrace.enable():
+        assert _thunder_state() != before
+    assert _thunder_state() == before
