@@ -510,7 +510,30 @@ def _int_division(op: str, a: Poly, b: Poly) -> Poly:
         k = _multiple(a, b)
         if k is not None:
             return pconst(0 if op == "%" else k)
+        # (only for Python's // and %: thunder's floor division is trunc division minus a sign
+        # fix, which _floorfix_args recognizes as a whole; simplifying its "/" alone would hide it)
+        q = _monomial_quotient(a, b) if op in ("//", "%") else None
+        if q is not None:  # exact: (x * w) // w is x, (x * w) % w is 0 (w != 0 is required)
+            return ZERO if op == "%" else q
     return patom(Node(op, (a, b), "int"))
+
+
+def _monomial_quotient(a: Poly, b: Poly) -> Poly | None:
+    """a / b when b is one term ``k * m`` and every term of a is a multiple of it, else None."""
+    if len(b.terms) != 1 or not b.terms[0][0]:
+        return None
+    (bm, bc), = b.terms
+    q: dict = {}
+    for m, c in a.terms:
+        rest = list(m)
+        for n in bm:
+            if n not in rest:
+                return None
+            rest.remove(n)
+        if c % bc:
+            return None
+        q[tuple(rest)] = q.get(tuple(rest), 0) + c // bc
+    return Poly(q)
 
 
 def _const_rem(op: str, q: Poly, r: Poly, c: int) -> Poly:

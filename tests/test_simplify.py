@@ -457,3 +457,14 @@ def test_explain_of_causal_attention_names_the_inputs(enabled):
         assert expected in lines
     assert not any(line.startswith("i") or " i" in line for line in lines), lines  # no intermediate names
     assert "mask.shape[2] != T" not in lines and "T != 0" not in lines
+
+
+def test_exact_division_by_a_symbol_folds_and_keeps_the_divisor_nonzero():
+    """``(x * w) % w == 0`` and ``x == (x * w) // w`` (the linear rule's reshape) hold for every
+    w != 0: what remains is w != 0 (kept, as the original raises at w == 0)."""
+    b = Builder()
+    x, w = b.leaf("x"), b.leaf("w")
+    b.guard("eq", b.op(P.REMAINDER, b.op(P.MUL, x, w), w), 0)
+    b.guard("eq", x, b.op(P.PY_FLOORDIV, b.op(P.MUL, x, w), w))
+    assert b.texts() == ["w != 0"]
+    b.check_equivalent()
