@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmarks, measured side by side in one run (medians and ratios; the machines are noisy).
 
-    python tools/bench.py [--samples N] [--repeats R]
+    python tools/bench.py [--samples N] [--repeats R] [--only SECTIONS] [--skip SECTIONS]
 
 1. codegen: wall time of generating the rewritten metas (thunder already imported), median of R.
 2. trace construction: for each opinfo sample, the tracing time thunder reports for the first
@@ -14,6 +14,25 @@
    jitted model, total wall time (compiles included), stock thunder under constant values
    against metatrace under symbolic values, alternated ``--gpt-repeats`` times; median totals,
    their ratio, and the compiles of each.
+
+litgpt (``--litgpt-config``, default llama2-like with 2 layers; workloads in
+tests/litgpt_workloads.py), metatrace under symbolic values against stock thunder under constant
+values with metatrace disabled, alternated ``--litgpt-repeats`` times, medians and ratios:
+
+5. litgpt-compile: the first call of a fresh jitted model (compile + one run; a run is
+   milliseconds) for the training step (forward, ``out.sum().backward()``) at T=32 and for the
+   forward alone at T=32 (under ``torch.no_grad()``: no grad transform).
+6. litgpt-train: total wall time of the training step over T = 8, 12, 16, 24, 32, 40, 48, 64 on a
+   fresh jitted model, compiles included and counted.
+7. litgpt-decode: KV-cache decoding, prefill 8 + ``--decode-steps`` steps, ``input_pos_maxp1``
+   passed at every call (sizes change every step); stock also without ``input_pos_maxp1``, as
+   litgpt's ``generate`` calls a ThunderModule (full-length cache, fixed sizes).
+8. litgpt-hit: one call of the compiled forward (T=32, no grad) on the same input again, a cache
+   hit (prologue, guards, computation), median of many.
+
+Sections: codegen, tracing, prologue, nanogpt, litgpt-compile, litgpt-train, litgpt-decode,
+litgpt-hit. ``--only litgpt`` runs the litgpt ones (a name or a prefix, comma-separated),
+``--skip tracing,nanogpt`` leaves some out.
 """
 
 from __future__ import annotations
@@ -157,27 +176,195 @@ def bench_nanogpt(repeats: int) -> tuple[float, float, int, int]:
     return statistics.median(stock), statistics.median(ours), stock_compiles, our_compiles
 
 
+def _modes(enable: bool):
+    """(context, cache option) of one side: metatrace under symbolic values, or stock thunder
+    (metatrace disabled) under constant values."""
+    if enable:
+        return metatrace.enable(), "symbolic values"
+    return contextlib.nullcontext(), "constant values"
+
+
+def _alternate(measure, repeats: int) -> tuple[list, list]:
+    """``measure(enable)`` for stock then metatrace, ``repeats`` times; the results of each side."""
+    stock, ours = [], []
+    for _ in range(repeats):
+        for enable, out in ((False, stock), (True, ours)):
+            gc.collect()
+            out.append(measure(enable))
+    return stock, ours
+
+
+def _first_call_seconds(config: str, training: bool, enable: bool, T: int = 32) -> float:
+    import torch
+    from litgpt_workloads import build, training_input, training_step
+
+    model = build(config)
+    idx = training_input(model, T)
+    context, cache = _modes(enable)
+    with context:
+        jm = thunder.jit(model, cache=cache)
+        gc.collect()
+        start = time.perf_counter()
+        if training:
+            training_step(jm, model, idx)
+        else:
+            with torch.no_grad():
+                jm(idx)
+        seconds = time.perf_counter() - start
+        assert thunder.cache_misses(jm) == 1
+    return seconds
+
+
+def _training_sequence(config: str, enable: bool) -> tuple[float, int]:
+    from litgpt_workloads import TRAINING_LENGTHS, build, training_input, training_step
+
+    model = build(config)
+    inputs = [training_input(model, T) for T in TRAINING_LENGTHS]
+    context, cache = _modes(enable)
+    with context:
+        jm = thunder.jit(model, cache=cache)
+        start = time.perf_counter()
+        for idx in inputs:
+            training_step(jm, model, idx)
+        return time.perf_counter() - start, thunder.cache_misses(jm)
+
+
+def _decoding(config: str, enable: bool, steps: int, use_maxp1: bool = True) -> tuple[float, int]:
+    from litgpt_workloads import decode, decode_calls, decode_models
+
+    model, _ = decode_models(config)
+    calls = decode_calls(model, steps=steps)
+    context, cache = _modes(enable)
+    with context:
+        jm = thunder.jit(model, cache=cache)
+        start = time.perf_counter()
+        decode(jm, calls, use_maxp1=use_maxp1)
+        return time.perf_counter() - start, thunder.cache_misses(jm)
+
+
+def _hit_seconds(config: str, enable: bool, repeats: int, T: int = 32) -> float:
+    import timeit
+
+    import torch
+    from litgpt_workloads import build, training_input
+
+    model = build(config)
+    idx = training_input(model, T)
+    context, cache = _modes(enable)
+    with context, torch.no_grad():
+        jm = thunder.jit(model, cache=cache)
+        jm(idx)
+        times = timeit.repeat(lambda: jm(idx), number=20, repeat=repeats)
+        assert thunder.cache_misses(jm) == 1, "every timed call must hit the cache"
+    return statistics.median(times) / 20
+
+
+def _ratio_line(label: str, stock: list, ours: list, unit: str = "s", scale: float = 1.0, fmt: str = ".2f") -> str:
+    s, o = statistics.median(stock) * scale, statistics.median(ours) * scale
+    return (f"{label} (median of {len(stock)}): stock constant values {s:{fmt}} {unit}, "
+            f"metatrace symbolic values {o:{fmt}} {unit}, ratio {o / s:.3f}")
+
+
+def bench_litgpt_compile(config: str, repeats: int) -> None:
+    for label, training in (("training step T=32", True), ("forward alone T=32", False)):
+        stock, ours = _alternate(lambda enable: _first_call_seconds(config, training, enable), repeats)
+        print(_ratio_line(f"litgpt {config} per-compile time, {label}", stock, ours) + "  (target <= 1.3)")
+
+
+def bench_litgpt_training(config: str, repeats: int) -> None:
+    runs = _alternate(lambda enable: _training_sequence(config, enable), repeats)
+    stock, ours = ([t for t, _ in side] for side in runs)
+    (_, stock_compiles), (_, our_compiles) = runs[0][-1], runs[1][-1]
+    print(_ratio_line(f"litgpt {config} training step over T=8,12,16,24,32,40,48,64, total", stock, ours)
+          + f"; compiles: stock {stock_compiles}, metatrace {our_compiles}")
+
+
+def bench_litgpt_decode(config: str, repeats: int, steps: int, stock_variants: str) -> None:
+    ours = []
+    stock = {True: [], False: []}
+    variants = {"maxp1": (True,), "no-maxp1": (False,), "both": (True, False)}[stock_variants]
+    compiles = {}
+    for _ in range(repeats):
+        for use_maxp1 in variants:
+            gc.collect()
+            seconds, compiles[("stock", use_maxp1)] = _decoding(config, False, steps, use_maxp1)
+            stock[use_maxp1].append(seconds)
+        gc.collect()
+        seconds, compiles["ours"] = _decoding(config, True, steps)
+        ours.append(seconds)
+    for use_maxp1 in variants:
+        how = "both with input_pos_maxp1" if use_maxp1 else "stock without input_pos_maxp1 (litgpt's ThunderModule path)"
+        print(_ratio_line(f"litgpt {config} KV-cache decoding, prefill 8 + {steps} steps, {how}", stock[use_maxp1], ours)
+              + f"; compiles: stock {compiles[('stock', use_maxp1)]}, metatrace {compiles['ours']}")
+
+
+def bench_litgpt_hit(config: str, repeats: int) -> None:
+    stock, ours = _alternate(lambda enable: _hit_seconds(config, enable, 15), repeats)
+    print(_ratio_line(f"litgpt {config} cache-hit call, forward T=32 (no grad)", stock, ours, "ms", 1e3, ".2f")
+          + "  (target <= 1.10)")
+
+
+SECTIONS = ("codegen", "tracing", "prologue", "nanogpt", "litgpt-compile", "litgpt-train", "litgpt-decode", "litgpt-hit")
+
+
+def _selected(only: str | None, skip: str | None) -> list[str]:
+    def expand(names: str) -> set[str]:
+        out = set()
+        for name in filter(None, (n.strip() for n in names.split(","))):
+            matched = [s for s in SECTIONS if s == name or s.startswith(name)]
+            if not matched:
+                raise SystemExit(f"unknown section {name!r}; sections: {', '.join(SECTIONS)}")
+            out.update(matched)
+        return out
+
+    chosen = expand(only) if only else set(SECTIONS)
+    chosen -= expand(skip) if skip else set()
+    return [s for s in SECTIONS if s in chosen]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=2, help="opinfo samples per op")
     parser.add_argument("--repeats", type=int, default=3, help="codegen repetitions")
     parser.add_argument("--gpt-repeats", type=int, default=3, help="nanoGPT sequence repetitions (0: skip)")
+    parser.add_argument("--only", help=f"comma-separated sections (or prefixes, e.g. litgpt) to run: {', '.join(SECTIONS)}")
+    parser.add_argument("--skip", help="comma-separated sections (or prefixes) to leave out")
+    parser.add_argument("--litgpt-config", default="llama2-like", help="thunder litgpt testing config (2 layers)")
+    parser.add_argument("--litgpt-repeats", type=int, default=3, help="stock/metatrace alternations per litgpt section")
+    parser.add_argument("--decode-steps", type=int, default=32, help="decode steps after the 8-token prefill")
+    parser.add_argument("--decode-stock", choices=("maxp1", "no-maxp1", "both"), default="both",
+                        help="stock decoding with input_pos_maxp1 (recompiles every step), without, or both")
     args = parser.parse_args()
+    sections = _selected(args.only, args.skip)
+    if not args.gpt_repeats and "nanogpt" in sections:
+        sections.remove("nanogpt")
 
     with metatrace.enable():  # warm: cache generated and loaded, first-use costs paid
         pass
-    print(f"codegen (generate, median of {args.repeats}): {bench_codegen(args.repeats):.2f} s  (target < 3 s)")
-    off, on, median_ratio, count = bench_tracing(args.samples)
-    print(f"trace construction over {count} opinfo samples: stock {off:.2f} s, metatrace {on:.2f} s, "
-          f"ratio of totals {on / off:.3f}, median per-sample ratio {median_ratio:.3f}  (target <= 1.15)")
-    for label, stock, ours in bench_prologue(args.repeats * 5):
-        print(f"prologue on a cache hit, {label}: stock {stock * 1e6:.1f} us, metatrace {ours * 1e6:.1f} us, "
-              f"ratio {ours / stock:.3f}  (target <= 1.10)")
-    if args.gpt_repeats:
+    if "codegen" in sections:
+        print(f"codegen (generate, median of {args.repeats}): {bench_codegen(args.repeats):.2f} s  (target < 3 s)")
+    if "tracing" in sections:
+        off, on, median_ratio, count = bench_tracing(args.samples)
+        print(f"trace construction over {count} opinfo samples: stock {off:.2f} s, metatrace {on:.2f} s, "
+              f"ratio of totals {on / off:.3f}, median per-sample ratio {median_ratio:.3f}  (target <= 1.15)")
+    if "prologue" in sections:
+        for label, stock, ours in bench_prologue(args.repeats * 5):
+            print(f"prologue on a cache hit, {label}: stock {stock * 1e6:.1f} us, metatrace {ours * 1e6:.1f} us, "
+                  f"ratio {ours / stock:.3f}  (target <= 1.10)")
+    if "nanogpt" in sections:
         stock, ours, stock_compiles, our_compiles = bench_nanogpt(args.gpt_repeats)
         print(f"nanoGPT eval + training step over T=8..64 (median of {args.gpt_repeats}): stock constant values "
               f"{stock:.1f} s ({stock_compiles} compiles), metatrace symbolic values {ours:.1f} s "
               f"({our_compiles} compiles), ratio {ours / stock:.3f}")
+    config, repeats = args.litgpt_config, args.litgpt_repeats
+    if "litgpt-compile" in sections:
+        bench_litgpt_compile(config, repeats)
+    if "litgpt-train" in sections:
+        bench_litgpt_training(config, repeats)
+    if "litgpt-decode" in sections:
+        bench_litgpt_decode(config, repeats, args.decode_steps, args.decode_stock)
+    if "litgpt-hit" in sections:
+        bench_litgpt_hit(config, repeats)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,113 @@
+"""litgpt models under ``cache="symbolic values"`` with metatrace: one compiled entry serves many
+sizes, results equal eager.
+
+thunder's small litgpt testing configs (2 layers, block 128, float32 CPU, fixed seeds; shared code in
+tests/litgpt_workloads.py):
+
+- training step over sequence lengths: output and every parameter gradient equal eager, at most 2
+  compiles per config, every trace (prologue, forward, backward) passes the strict checker;
+- KV-cache decoding (prefill 8 tokens, then one token per step with ``input_pos`` and
+  ``input_pos_maxp1`` advancing): logits equal eager at every step, at most 2 compiles.
+
+Compiles cost seconds each, so these tests are marked ``slow``; tools/bench.py measures the same
+workloads against stock thunder.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import thunder
+
+import metatrace
+from litgpt_workloads import (
+    CONFIG_NAMES,
+    DECODE_STEPS,
+    MIXTRAL_REASON,
+    all_traces,
+    build,
+    decode_calls,
+    decode_models,
+    training_input,
+    training_step,
+)
+
+# A subset of the issue's lengths (8, 12, 16, 24, 32, 40, 48, 64) to keep CI time down: until an
+# entry is reused, every length costs a compile. tools/bench.py's litgpt training section runs
+# all eight (litgpt_workloads.TRAINING_LENGTHS).
+CI_TRAINING_LENGTHS = (8, 16, 24, 64)
+MAX_COMPILES = 2
+
+CONFIGS = [
+    *CONFIG_NAMES,
+    pytest.param("mixtral-like", marks=pytest.mark.skip(reason=MIXTRAL_REASON)),
+]
+
+pytestmark = pytest.mark.slow
+
+
+def trace_check_failures(jm, where: str) -> list[str]:
+    """Strict checker over every trace of the entry just compiled; one line per failing trace.
+
+    Collected rather than raised at once, so that a failing test still reports its compile
+    counts (the test prints them; pytest shows them with the failure).
+    """
+    failures = []
+    for i, trace in enumerate(all_traces(jm)):
+        try:
+            metatrace.check_trace(trace)
+        except Exception as e:  # TraceCheckError, or thunder's own checks
+            failures.append(f"{where}, trace {i} of the entry ({type(e).__name__}): {e}")
+    return failures
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_training_step_over_sequence_lengths(enabled, name):
+    model = build(name)
+    model.train()
+    jm = thunder.jit(model, cache="symbolic values")
+    misses = []  # cache misses after each length, for the message
+    bad_traces = []
+    for T in CI_TRAINING_LENGTHS:
+        idx = training_input(model, T)
+        expected_out, expected_grads = training_step(model, model, idx)
+        out, grads = training_step(jm, model, idx)
+        misses.append((T, thunder.cache_misses(jm)))
+        torch.testing.assert_close(out, expected_out, atol=1e-5, rtol=1e-5, msg=lambda m: f"T={T} output: {m}")
+        assert grads.keys() == expected_grads.keys(), f"T={T}: parameters with a gradient differ"
+        for pname, grad in grads.items():
+            torch.testing.assert_close(
+                grad, expected_grads[pname], atol=1e-4, rtol=1e-4, msg=lambda m: f"T={T} grad of {pname}: {m}"
+            )
+        if len(misses) == 1 or misses[-1][1] > misses[-2][1]:  # a new entry (a reused one was checked)
+            bad_traces += trace_check_failures(jm, f"T={T}")
+    print(f"{name}: cache misses after each T: {misses}; trace check failures: {len(bad_traces)}")
+    assert thunder.cache_misses(jm) <= MAX_COMPILES, f"compiles (cache misses) after each T: {misses}"
+    assert not bad_traces, "\n".join(bad_traces)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_kv_cache_decoding(enabled, name):
+    # The issue's 32 decode steps: on a reused entry a step costs milliseconds.
+    model, reference = decode_models(name)
+    model.eval()
+    reference.eval()
+    jm = thunder.jit(model, cache="symbolic values")
+    misses = []
+    bad_traces = []
+    with torch.no_grad():
+        for idx, input_pos, maxp1 in decode_calls(model, steps=DECODE_STEPS):
+            logits = jm(idx, input_pos, input_pos_maxp1=maxp1)
+            expected = reference(idx, input_pos, input_pos_maxp1=maxp1)
+            pos = int(input_pos[0])
+            misses.append((pos, thunder.cache_misses(jm)))
+            torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-5, msg=lambda m: f"pos={pos}: {m}")
+            if len(misses) == 1 or misses[-1][1] > misses[-2][1]:  # a new entry (~4 s to check all its traces)
+                bad_traces += trace_check_failures(jm, f"pos={pos}")
+    # The cache buffers were updated in place by the jitted model as by the eager one.
+    for (bname, buf), (_, ref_buf) in zip(model.named_buffers(), reference.named_buffers()):
+        torch.testing.assert_close(buf, ref_buf, atol=1e-5, rtol=1e-5, msg=lambda m: f"buffer {bname}: {m}")
+    print(f"{name}: cache misses after each position: {misses}; trace check failures: {len(bad_traces)}")
+    assert thunder.cache_misses(jm) <= MAX_COMPILES, f"compiles (cache misses) after each position: {misses}"
+    assert not bad_traces, "\n".join(bad_traces)
