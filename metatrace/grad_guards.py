@@ -49,8 +49,11 @@ def _compile_stats():
         return None
 
 
-def add_deferred_program(ctx, inputs, names: dict[str, str], display: dict[str, str]) -> None:
-    """Called while the prologue is built: reserve a guard program for the grad transform."""
+def add_deferred_program(
+    ctx, inputs, names: dict[str, str], display: dict[str, str], forward_texts: list[str] = ()
+) -> None:
+    """Called while the prologue is built: reserve a guard program for the grad transform.
+    ``forward_texts``: the guards the forward's program checks already (not checked twice)."""
     if not any(isinstance(v.proxy, TensorProxy) and v.proxy.requires_grad for v in inputs):
         return
     cs = _compile_stats()
@@ -66,7 +69,7 @@ def add_deferred_program(ctx, inputs, names: dict[str, str], display: dict[str, 
     shown = [display.get(p.name, p.name) for p in leaves]
     size_names = {s.name for v in inputs if isinstance(v.proxy, TensorProxy) for s in v.proxy._shape if isinstance(s, NumberProxy)}
     sizes = {name for p, name in zip(leaves, renamed) if p.name in size_names}  # known >= 0
-    cs._metatrace_pending_grad = (program_id, leaves, renamed, shown, sizes)
+    cs._metatrace_pending_grad = (program_id, leaves, renamed, shown, sizes, frozenset(forward_texts))
     ctx.add_constraint((ProgramConstraint(program_id), *leaves))
 
 
@@ -77,7 +80,7 @@ def grad_transform_on_trace(trace, /, *args, **kwargs):
     if pending is None:
         return _original(trace, *args, **kwargs)
     cs._metatrace_pending_grad = None
-    program_id, leaves, renamed, shown, sizes = pending
+    program_id, leaves, renamed, shown, sizes, forward_texts = pending
     collector = GuardCollector()
     token = sink.COLLECTOR.set(collector)
     recording = INTERPRETING.set(True)
@@ -87,11 +90,11 @@ def grad_transform_on_trace(trace, /, *args, **kwargs):
         INTERPRETING.reset(recording)
         sink.COLLECTOR.reset(token)
     if collector.guards:
-        PROGRAMS[program_id] = _program(program_id, collector, leaves, renamed, shown, sizes, [trace, result])
+        PROGRAMS[program_id] = _program(program_id, collector, leaves, renamed, shown, sizes, forward_texts, [trace, result])
     return hoist_size_producers(result)
 
 
-def _program(program_id, collector, leaves, renamed, shown, sizes, traces) -> GuardProgram:
+def _program(program_id, collector, leaves, renamed, shown, sizes, forward_texts, traces) -> GuardProgram:
     producers: dict = {}
     for t in traces:
         for name, bsym in producer_map(t, collector).items():
@@ -121,6 +124,7 @@ def _program(program_id, collector, leaves, renamed, shown, sizes, traces) -> Gu
         checked = guards
         texts = [describe_guard(guard, producers, names) + " (grad transform)" for guard in guards]
     else:
+        checked = [g for g in checked if g.text not in forward_texts]  # the forward checks those
         texts = [g.text + " (grad transform)" for g in checked]
     # Guards name the computation trace's proxies: parameters follow the renamed leaf names.
     return GuardProgram(program_id, checked, texts, leaves, producers, leaf_names=renamed)

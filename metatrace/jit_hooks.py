@@ -78,8 +78,10 @@ def propagate_constraints(ctx, inputs, intermediates, computation_trace):
     collector = getattr(ctx, "_metatrace_guards", None)
     if collector is not None:
         names = input_names(ctx, inputs)
-        add_prologue_constraints(ctx, inputs, computation_trace, collector, names)
-        add_deferred_program(ctx, inputs, {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}, names)
+        forward_texts = add_prologue_constraints(ctx, inputs, computation_trace, collector, names)
+        add_deferred_program(
+            ctx, inputs, {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}, names, forward_texts
+        )
 
 
 def input_names(ctx, inputs) -> dict[str, str]:

@@ -8,7 +8,10 @@ Runs the codegen (reusing the cache when current), then:
    computation trace with what produces its output sizes, the strict checker's verdict, and
    whether the results equal eager for i = 2, then 3;
 2. jits seed 000's ``if flag > 5`` function and calls it with 6, 7, 0: the results against eager,
-   the number of compiles, and (with metatrace) the guards of each cache entry.
+   the number of compiles, and (with metatrace) the guards of each cache entry;
+3. a training step, ``F.linear(x, w)`` with only ``w`` requiring grad, over batch sizes 2, 3, 5, 8:
+   gradients against eager and compiles (stock thunder under constant values, as it would be
+   used for training, against metatrace under symbolic values), with the entry's guards.
 """
 
 import warnings
@@ -59,6 +62,28 @@ def flag_example() -> None:
     print()
 
 
+def training_example(cache_option: str) -> None:
+    import torch.nn.functional as F
+
+    def linear(x, w):
+        return F.linear(x, w)
+
+    jf = thunder.jit(linear, cache=cache_option)
+    same = []
+    for n in (2, 3, 5, 8):
+        x, w = torch.randn(n, 4), torch.randn(3, 4, requires_grad=True)
+        w_eager = w.detach().clone().requires_grad_(True)
+        jf(x, w).sum().backward()
+        F.linear(x, w_eager).sum().backward()
+        same.append(bool(torch.allclose(w.grad, w_eager.grad)))
+    print(f"--- training step F.linear(x, w), w requires grad, batch 2, 3, 5, 8 ({cache_option}) ---")
+    print(f"weight gradients equal to eager: {same}; compiles: {thunder.cache_misses(jf)}")
+    if metatrace.is_enabled():
+        for entry in metatrace.explain(jf):
+            print("\n".join(line for line in str(entry).splitlines() if "shape" in line or "entry" in line))
+    print()
+
+
 def main() -> None:
     result = cache.ensure()
     statuses = [e["status"] for e in result.manifest["prims"].values()]
@@ -69,11 +94,13 @@ def main() -> None:
     for label, fn in examples:
         show(label, fn, a)
     flag_example()
+    training_example("constant values")
     print("===== metatrace.enable() =====")
     with metatrace.enable():
         for label, fn in examples:
             show(label, fn, a)
         flag_example()
+        training_example("symbolic values")
 
 
 if __name__ == "__main__":
