@@ -163,7 +163,8 @@ def run_recording(meta: Callable, args, kwargs):
         SIZE_SOURCES.reset(sizes_token)
         RECORDER.reset(rec_token)
     prune_unused(recorder, recorded, result)
-    RECORDED.get().extend(b for b in recorded if b is not None)  # an outer meta may still prune them
+    if (outer := RECORDED.get()) is not None:  # an outer meta may still prune them
+        outer.extend(b for b in recorded if b is not None)
     return result
 
 

@@ -76,7 +76,8 @@ def _record(sym, value: Number, *args: Any) -> NumberProxy:
     out = numberproxy(type(value), value, constraint=resolve_constraints(*args))
     bsym = sym.bind(*args, output=out)
     recorder.append(bsym)
-    RECORDED.get().append(bsym)
+    if (recorded := RECORDED.get()) is not None:
+        recorded.append(bsym)
     sink.produced(bsym)
     return out
 
@@ -88,7 +89,8 @@ def _record(sym, value: Number, *args: Any) -> NumberProxy:
 INTERPRETING: ContextVar[bool] = ContextVar("metatrace_interpreting", default=False)
 
 # The bound symbols recorded by the running meta (see recording.prune_unused).
-RECORDED: ContextVar[list] = ContextVar("metatrace_recorded", default=[])
+# None outside a recording meta (a shared default list would grow with every compile).
+RECORDED: ContextVar[list | None] = ContextVar("metatrace_recorded", default=None)
 
 
 def _binary(sym, fn: Callable, fold: Callable | None = None) -> Callable:
