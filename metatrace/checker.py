@@ -102,9 +102,28 @@ def _walk(bsyms, defined: set[str], orphans: list[Orphan]) -> None:
 def check_trace(trace, *, thunder_checks: bool = True) -> None:
     """Raises TraceCheckError listing every undefined symbol use (and thunder's own checks' errors)."""
     if thunder_checks:
-        from thunder.dev_utils.check_trace import check_trace as thunder_check_trace
-
-        thunder_check_trace(trace)
+        _thunder_check_trace(trace)
     orphans = find_orphans(trace)
     if orphans:
         raise TraceCheckError(orphans)
+
+
+def _thunder_check_trace(trace) -> None:
+    """thunder's own check, also outside a compile: it re-runs every bound symbol, and factory
+    functions (``ltorch.ones``) read the jit's cache info, which only a compile sets."""
+    import thunder
+    from thunder.dev_utils.check_trace import check_trace as thunder_check_trace
+
+    if thunder._cache_info_ctx.get(None) is not None:
+        thunder_check_trace(trace)
+        return
+    import torch
+
+    # what thunder's populate_cache_info records first, read by factory functions
+    token = thunder._cache_info_ctx.set(
+        {"default_dtype": torch.get_default_dtype(), "default_device": torch.get_default_device()}
+    )
+    try:
+        thunder_check_trace(trace)
+    finally:
+        thunder._cache_info_ctx.reset(token)

@@ -14,18 +14,22 @@ Two thunder passes lose the definitions of size symbols that recorded arithmetic
 
 - those passes (thunder's ``TraceSubstitutionProcessor``s) also re-run the number ops, whose
   new outputs replace the old ones in arguments through the processor's swap map, but not inside
-  tensor shapes: the sizes are renamed the same way (as ``metatrace.renames`` does for the
-  interpreter's renames).
+  tensor shapes: a re-run number op outputs its old proxy again instead, and sizes whose
+  definition is really gone are renamed, through copies where an earlier trace holds the same
+  tensor (tensor proxies are shared between traces: ``thunder.last_traces`` must stay valid).
 
 - the forward/backward split puts a number op in the forward only if the forward *uses* its
   output as an argument, so the producer of a forward tensor's size can land in the backward:
   the forward gets those producers back the same way.
+
+Each pass is linear in the trace's length: one walk to index it, one to rebuild it.
 
 thunder imports ``dce`` by name in several modules; each binding is swapped and restored.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import sys
 
@@ -34,10 +38,10 @@ import thunder.core.transform_common as transform_common
 import thunder.executors.passes as passes
 import thunder.transforms.autodiff as autodiff
 from thunder.core.compile_data import using_symbolic_values
-from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.core.proxies import CollectionProxy, NumberProxy, Proxy, TensorProxy, variableify
 from thunder.core.pytree import tree_iter
 
-from metatrace.renames import rename_sizes
+from metatrace.renames import _numel_of_current_shape, rename_sizes
 from metatrace.runtime import INTERPRETING
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
@@ -51,72 +55,213 @@ _swapped: list = []
 
 
 def _sizes_of(bsym):
-    for p in tree_iter((bsym.args, bsym.kwargs, bsym.output)):
+    """The size symbols of the tensors ``bsym`` takes and returns."""
+    for p in bsym.flat_proxy_args:
+        if isinstance(p, TensorProxy):
+            yield from (s for s in p._shape if isinstance(s, NumberProxy))
+    for p in bsym.flat_proxy_outs:
         if isinstance(p, TensorProxy):
             yield from (s for s in p._shape if isinstance(s, NumberProxy))
 
 
+def _binds_inputs(bsym) -> bool:
+    """Unpacking, ``shape`` and ``get_grad`` bind what they output, sizes included (see checker)."""
+    name = bsym.sym.name
+    return name.startswith("unpack") or name in ("shape", "get_grad")
+
+
+def _parameters(trace) -> dict:
+    """The trace function's own parameters: the proxies directly in its args and kwargs (a
+    backward's nested ``saved_for_backward`` members exist only once an unpack binds them)."""
+    params = {}
+    for p in (*(trace.args or ()), *(trace.kwargs or {}).values()):
+        if isinstance(p, Proxy) and not isinstance(p, CollectionProxy):
+            params.setdefault(p.name, p)
+    return params
+
+
 def restore_size_producers(before, after):
-    """``after`` (a DCE of ``before``) with the producers of its tensors' size symbols put back."""
-    kept = {id(b) for b in after.bound_symbols}
-    defined = {p.name for p in tree_iter((after.args, after.kwargs)) if hasattr(p, "name")}
+    """``after`` (a DCE of ``before``, or the forward split from it) with the producers of its
+    tensors' size symbols put back. Linear in the lengths of both traces.
+
+    Each producer is placed, in ``before``'s order, as early as its arguments allow (after the
+    bound symbol of ``after`` that defines the last of them) and before the first bound symbol of
+    ``after`` that uses one of its outputs; one that cannot be placed so stays out (an orphan
+    size beats a trace that cannot run). An argument that is a size of an existing tensor (an
+    input's, or an earlier output's) is bound with ``prims.shape`` first, binding only sizes not
+    bound yet (a re-bound forward size would drag the binding into the forward at the split). An
+    argument that ``before`` unpacks from a collection (a backward's saved number) and ``after``
+    no longer does gets its unpacking back, and one that ``before`` bound with a ``shape`` that
+    names a size its tensor no longer carries gets that binding back. In a trace already claimed
+    by executors the binding must be one the python executor runs.
+    """
+    bsyms = list(after.bound_symbols)
+    n = len(bsyms)
+    params = _parameters(after)
+    # name -> index in ``after`` of its first definition (-1: a parameter no unpack binds)
+    position = {}
+    # Inputs (nested ones too) with their sizes: defined throughout, as the strict checker sees it.
+    inputs = set()
     for p in tree_iter((after.args, after.kwargs)):
+        if isinstance(p, Proxy):
+            inputs.add(p.name)
+            if isinstance(p, TensorProxy):
+                inputs.update(s.name for s in p._shape if isinstance(s, NumberProxy))
+    defined = set(inputs)  # grows in trace order, as in the checker
+    owners = {}  # size name -> (tensor, index of the tensor's definition)
+    first_use = {}  # name -> index of the first bound symbol using it (argument or size)
+    first_argument_use = {}  # name -> index of the first bound symbol taking it as an argument
+    wanted = []  # sizes used where nothing defines them yet (the checker's orphans)
+    for i, b in enumerate(bsyms):
+        binder = _binds_inputs(b)
+        for a in b.flat_proxy_args:
+            first_use.setdefault(a.name, i)
+            first_argument_use.setdefault(a.name, i)
+            if isinstance(a, TensorProxy):
+                for s in a._shape:
+                    if isinstance(s, NumberProxy):
+                        first_use.setdefault(s.name, i)
+                        if s.name not in defined:
+                            wanted.append(s.name)
+        outs = b.flat_proxy_outs
+        for o in outs:
+            position.setdefault(o.name, i)
+            defined.add(o.name)
+        for o in outs:
+            if isinstance(o, TensorProxy):
+                for s in o._shape:
+                    if isinstance(s, NumberProxy):
+                        first_use.setdefault(s.name, i)
+                        owners.setdefault(s.name, (o, i))
+                        if binder:
+                            defined.add(s.name)
+                        elif s.name not in defined:
+                            wanted.append(s.name)
+                            defined.add(s.name)  # once
+    for p in params.values():
+        at = position.setdefault(p.name, -1)
         if isinstance(p, TensorProxy):
-            defined.update(s.name for s in p._shape if isinstance(s, NumberProxy))
-    producers = {}
+            for s in p._shape:
+                if isinstance(s, NumberProxy) and owners.get(s.name, (None, n))[1] > at:
+                    owners[s.name] = (p, at)
+    # (a size some bound symbol of ``after`` outputs, only too late, is hoist_size_producers' job)
+    wanted = [name for name in wanted if name not in position]
+    if not wanted:
+        return after
+
+    # A size's producer is an op that computes it. A ``shape`` binding re-binds sizes of a tensor
+    # that must already exist, and an unpack binds inputs: never the definition of a tensor's
+    # size, but what an argument of a restored producer may need (a binding that names a size
+    # its tensor no longer carries; a number the backward unpacks from ``saved_for_backward``).
+    producers, binders, unpackers = {}, {}, {}
     for b in before.bound_symbols:
-        if b.sym.id == prims.PrimIDs.SHAPE or b.sym.name == "shape" or b.sym.name.startswith("unpack"):
-            continue  # they re-bind sizes of tensors that must already exist; never a definition
+        if b.sym.id == prims.PrimIDs.SHAPE or b.sym.name == "shape":
+            table = binders
+        elif b.sym.name.startswith("unpack"):
+            table = unpackers
+        else:
+            table = producers
         for out in b.flat_proxy_outs:
-            producers.setdefault(out.name, b)
-    for b in after.bound_symbols:
-        defined.update(out.name for out in b.flat_proxy_outs)
-    wanted = [s for b in after.bound_symbols for s in _sizes_of(b) if s.name not in defined]
+            table.setdefault(out.name, b)
     restored: set[int] = set()
-    while wanted:
-        s = wanted.pop()
-        producer = producers.get(s.name)
-        if producer is None or id(producer) in kept or id(producer) in restored:
+    todo = [(name, False) for name in wanted]
+    while todo:
+        name, is_argument = todo.pop()
+        producer = producers.get(name)
+        if producer is None and is_argument:
+            producer = binders.get(name) or unpackers.get(name)
+        if producer is None or id(producer) in restored:
             continue
         restored.add(id(producer))
-        wanted.extend(a for a in producer.flat_proxy_args if isinstance(a, NumberProxy) and a.name not in defined)
+        todo.extend((a.name, True) for a in producer.flat_proxy_args
+                    if isinstance(a, (NumberProxy, CollectionProxy)) and a.name not in position)
     if not restored:
         return after
-    inputs = {p.name for p in tree_iter((after.args, after.kwargs)) if hasattr(p, "name")}
-    bsyms = list(after.bound_symbols)
-    # Forward order, each as early as its arguments allow: a producer feeding another restored
-    # one lands before it. One whose arguments are not all defined before its first user
-    # cannot be placed: it stays out (an orphan size beats a trace that cannot run).
-    # An argument that is a size of an existing tensor (an input's, or an earlier output's) is
-    # bound with ``prims.shape`` first: a size is a Python local only once something unpacks it.
-    # In a trace already claimed by executors the binding must be one the python executor runs.
-    executed = any(b.sym.executor is not None for b in after.bound_symbols)
+
+    binder_ids = {id(b) for b in binders.values()}
+    unpacker_ids = {id(b) for b in unpackers.values()}
+    executed = any(b.sym.executor is not None for b in bsyms)
     shape_symbol = _python_executor_shape() if executed else prims.shape
-    owners = {s.name: (t, -1) for t in tree_iter((after.args, after.kwargs)) if isinstance(t, TensorProxy)
-              for s in t._shape if isinstance(s, NumberProxy)}
-    for producer in (b for b in before.bound_symbols if id(b) in restored):
-        position = {o.name: i for i, b in enumerate(bsyms) for o in b.flat_proxy_outs}
-        for i, b in enumerate(bsyms):
-            for o in b.flat_proxy_outs:
-                if isinstance(o, TensorProxy):
-                    for size in o._shape:
-                        if isinstance(size, NumberProxy):
-                            owners.setdefault(size.name, (o, i))
-        args = [a.name for a in producer.flat_proxy_args if isinstance(a, NumberProxy)]
-        unbound = [a for a in args if a not in position and a not in inputs]
-        if any(a not in owners for a in unbound):
+    placed: dict[str, int] = {}  # name -> anchor of a restored definition
+    bound: dict[str, int] = {}  # size name -> earliest anchor of a restored binding
+    inserts: dict[int, list] = {}  # anchor -> bound symbols to put right after after[anchor]
+    for producer in before.bound_symbols:
+        if id(producer) not in restored:
             continue
-        # (an input tensor is bound where the trace unpacks it, if it does)
-        binds = {id(owners[a][0]): (owners[a][0], position.get(owners[a][0].name, owners[a][1])) for a in unbound}
-        earliest = max([position[a] + 1 for a in args if a in position] + [i + 1 for _, i in binds.values()], default=0)
-        outs = {o.name for o in producer.flat_proxy_outs}
-        first_user = next((i for i, b in enumerate(bsyms) if _uses(b, outs)), len(bsyms) - 1)
-        if earliest <= first_user:
-            bsyms.insert(earliest, producer)
-            for tensor, _ in binds.values():
-                bsyms.insert(earliest, shape_symbol.bind(tensor, output=tensor._shape))
-    after.bound_symbols = bsyms
+        anchor, unbound = -1, []
+        for a in producer.flat_proxy_args:
+            if not isinstance(a, (NumberProxy, CollectionProxy, TensorProxy)):
+                continue
+            if (at := position.get(a.name)) is not None or (at := placed.get(a.name)) is not None:
+                anchor = max(anchor, at)
+            elif (owner := owners.get(a.name)) is not None and not isinstance(a, TensorProxy):
+                anchor = max(anchor, owner[1])
+                unbound.append(a.name)
+            else:
+                break
+        else:
+            # (what a restored binding or unpacking outputs that is bound already is dropped below)
+            outs = [o for o in producer.flat_proxy_outs if _unbound_at(o.name, anchor, position, placed, bound)]
+            if not outs:
+                continue
+            # (a binding or unpacking only has to come before the arguments it binds: a size it
+            # re-binds may sit in earlier shapes)
+            uses = first_argument_use if id(producer) in binder_ids or id(producer) in unpacker_ids else first_use
+            first_user = min(uses.get(o.name, n - 1) for o in outs)
+            if anchor + 1 > first_user:
+                continue
+            here = inserts.setdefault(anchor, [])
+            for name in unbound:
+                if bound.get(name, n) <= anchor:
+                    continue
+                tensor = owners[name][0]
+                output = tuple(
+                    s if not isinstance(s, NumberProxy) or _unbound_at(s.name, anchor, position, placed, bound)
+                    else s.value
+                    for s in tensor._shape
+                )
+                here.append(shape_symbol.bind(tensor, output=output))
+                for s in output:
+                    if isinstance(s, NumberProxy):
+                        bound[s.name] = min(bound.get(s.name, n), anchor)
+            if id(producer) in binder_ids:
+                # only what is not bound yet (see above)
+                output = tuple(
+                    o if not isinstance(o, NumberProxy) or _unbound_at(o.name, anchor, position, placed, bound)
+                    else o.value
+                    for o in producer.output
+                )
+                producer = producer.from_bsym(output=output)
+                for o in output:
+                    if isinstance(o, NumberProxy):
+                        bound[o.name] = min(bound.get(o.name, n), anchor)
+            elif producer.sym.name.startswith("unpack"):
+                # what after already binds stays bound there only: unused outputs are None
+                output = type(producer.output)(
+                    None if isinstance(o, Proxy) and (o.name in position or o.name in placed) else o
+                    for o in producer.output
+                )
+                producer = producer.from_bsym(output=output)
+            here.append(producer)
+            for o in outs:
+                placed.setdefault(o.name, anchor)
+    if not inserts:
+        return after
+    result = list(inserts.get(-1, ()))
+    for i, b in enumerate(bsyms):
+        result.append(b)
+        result.extend(inserts.get(i, ()))
+    after.bound_symbols = result
     return after
+
+
+def _unbound_at(name: str, anchor: int, position: dict, placed: dict, bound: dict) -> bool:
+    """Whether nothing binds ``name`` at or before ``anchor`` (a size to bind there)."""
+    for table in (position, placed, bound):
+        at = table.get(name)
+        if at is not None and at <= anchor:
+            return False
+    return True
 
 
 def _python_executor_shape():
@@ -132,43 +277,74 @@ def hoist_size_producers(trace):
     the split of the rule's ops sends number ops that no forward *argument* uses) after it, so
     the producer of a forward tensor's size (``i16 = add(i15, x2)`` for ``pad``'s output) comes
     after the tensor. The producer moves with the number ops it depends on in between, if every
-    other argument is defined before the tensor; otherwise it stays where it is.
+    other argument is defined before the tensor; otherwise it stays where it is (unless a moved
+    number op needs it: then it goes just before that one).
+
+    One walk to index the trace, one backwards to find each number op's deadline (the first
+    bound symbol using its outputs, or an earlier moved number op using them), one to rebuild.
     """
     bsyms = list(trace.bound_symbols)
-    moved = False
-    for producer in [b for b in bsyms if _is_number_op(b)]:
-        at = next(k for k, b in enumerate(bsyms) if b is producer)
-        outs = {o.name for o in producer.flat_proxy_outs}
-        user = next((k for k, b in enumerate(bsyms[:at]) if _uses(b, outs)), None)
-        if user is None:
+    n = len(bsyms)
+    first_use: dict[str, int] = {}
+    definer: dict[str, int] = {}
+    is_number_op = [False] * n
+    # earliest[i]: the index after which number op i can go once the number ops it depends on
+    # move up as far as they can (-1: anywhere)
+    earliest = [-1] * n
+    for i, b in enumerate(bsyms):
+        for name in _used_names(b):
+            first_use.setdefault(name, i)
+        if _is_number_op(b):
+            is_number_op[i] = True
+            e = -1
+            for a in b.flat_proxy_args:
+                j = definer.get(a.name)
+                if j is not None:
+                    e = max(e, earliest[j] if is_number_op[j] else j)
+            earliest[i] = e
+        for o in b.flat_proxy_outs:
+            definer.setdefault(o.name, i)
+    deadline = list(range(n))  # a moved number op goes right before bsyms[deadline[i]]
+    moves = [False] * n
+    needed_by = [n] * n  # the earliest deadline of a moved number op that uses number op i
+    for i in range(n - 1, -1, -1):
+        if not is_number_op[i]:
             continue
-        chain = _chain_between(bsyms, user, at)
-        if chain is None:
+        own = min((first_use.get(o.name, n) for o in bsyms[i].flat_proxy_outs), default=n)
+        target = min(i, own, needed_by[i])
+        if target <= earliest[i]:
+            # it cannot go before its own first user: only as far as moved ops using it need
+            # (always possible: each of those can go after everything it depends on)
+            target = min(i, needed_by[i])
+        if target == i and needed_by[i] > i:
             continue
-        ids = {id(b) for b in chain}
-        bsyms = bsyms[:user] + chain + [b for b in bsyms[user:] if id(b) not in ids]
-        moved = True
-    if moved:
-        trace.bound_symbols = bsyms
+        moves[i] = True
+        deadline[i] = target
+        for a in bsyms[i].flat_proxy_args:
+            j = definer.get(a.name)
+            if j is not None and j >= target and is_number_op[j]:
+                needed_by[j] = min(needed_by[j], target)
+    if not any(moves):
+        return trace
+    moved: dict[int, list] = {}
+    for i in range(n):
+        if moves[i]:
+            moved.setdefault(deadline[i], []).append(bsyms[i])
+    result = []
+    for i, b in enumerate(bsyms):
+        result.extend(moved.get(i, ()))
+        if not moves[i]:
+            result.append(b)
+    trace.bound_symbols = result
     return trace
 
 
-def _chain_between(bsyms: list, user: int, at: int) -> list | None:
-    """``bsyms[at]`` with the number ops in ``bsyms[user:at]`` it depends on, in order; None if it
-    depends on anything else defined there."""
-    defined_in_between = {o.name: b for b in bsyms[user:at] for o in b.flat_proxy_outs}
-    chain, todo = {id(bsyms[at]): bsyms[at]}, [bsyms[at]]
-    while todo:
-        b = todo.pop()
-        for a in b.flat_proxy_args:
-            dep = defined_in_between.get(a.name)
-            if dep is None or id(dep) in chain:
-                continue
-            if not _is_number_op(dep):
-                return None
-            chain[id(dep)] = dep
-            todo.append(dep)
-    return [b for b in bsyms[user:at + 1] if id(b) in chain]
+def _used_names(bsym):
+    """Names ``bsym`` uses: its arguments, and the sizes of the tensors it takes and returns."""
+    for a in bsym.flat_proxy_args:
+        yield a.name
+    for s in _sizes_of(bsym):
+        yield s.name
 
 
 def _is_number_op(bsym) -> bool:
@@ -180,12 +356,6 @@ def _is_number_op(bsym) -> bool:
         and bsym.sym.name != "shape"
         and not bsym.sym.name.startswith("unpack")
     )
-
-
-def _uses(bsym, names: set[str]) -> bool:
-    if any(a.name in names for a in bsym.flat_proxy_args):
-        return True
-    return any(s.name in names for s in _sizes_of(bsym))
 
 
 @functools.wraps(_original_dce)
@@ -224,41 +394,194 @@ transform_for_operator_executor_execution = _recording(_original_operator_pass)
 @functools.wraps(_original_processor_call)
 def processor_call(self):
     result = _original_processor_call(self)
-    if using_symbolic_values():
-        renamed = _renamed_numbers(self)
-        if renamed:
-            rename_sizes(self.new_trace.bound_symbols, renamed)
+    if using_symbolic_values() and self.swap_map:
+        keep_size_names(self)
     return result
 
 
-def _renamed_numbers(processor) -> dict:
-    """Old number name -> its replacement: numbers swapped directly, and the sizes of swapped
-    tensors (a re-run op's output may carry new size symbols; tensors computed from the old
-    output still carry the old ones)."""
-    renamed = {}
+def keep_size_names(processor) -> None:
+    """Keeps every size symbol of the processor's new trace defined, old traces untouched.
+
+    A processor re-runs bound symbols: a re-run number op outputs a new proxy (``i85`` for
+    ``i71``) that replaces the old one in later arguments (the processor's swap map), but not in
+    tensor shapes, and a re-run tensor op may give its output other size symbols than the old
+    output had. Tensor proxies are shared between traces, so renaming sizes in place would make
+    earlier traces (``thunder.last_traces``) use names they never define. Instead:
+
+    - a re-run number op outputs its old proxy again (``i71 = operator.sub(i2, 2)``): the sizes
+      that name it stay defined, and nothing in the old trace changes;
+    - a number replaced by one that already existed (a re-run op folded to an operand) and a
+      size of a swapped tensor that the re-run op computed anew (it lived in the old symbol's
+      subsymbols, or the processor's new ops computed it again) is renamed to its replacement
+      in the tensors that still carry it: in place in tensors this processor made, through
+      copies swapped in where the old trace holds the same tensor. Never renamed: an input or
+      an input tensor's size (a re-run ``transpose`` in a grad rule gives ``h``'s place to the
+      equal ``i43`` of a padded cotangent: no reason to rename ``h`` in the forward), and a
+      number whose op step 1 re-ran under its old name.
+    """
+    old_trace, new_trace = processor.trace, processor.new_trace
+    swaps = processor.swap_map
+    bsyms = new_trace.bound_symbols
+    produced = {}
+    computed = set()  # numbers a bound symbol computes (not one that binds existing sizes)
+    for b in bsyms:
+        binder = _binds_inputs(b)
+        for o in b.flat_proxy_outs:
+            produced.setdefault(o.name, o)
+            if not binder:
+                computed.add(o.name)
+    inputs = set()
+    for x in tree_iter((old_trace.args, old_trace.kwargs, new_trace.args, new_trace.kwargs)):
+        if isinstance(x, Proxy):
+            inputs.add(x.name)
+            if isinstance(x, TensorProxy):
+                inputs.update(s.name for s in x._shape if isinstance(s, NumberProxy))
+
+    # 1. re-run number ops output their old proxies (a re-run ``shape`` returns the sizes its
+    #    tensor carries now: those are no new names, and other tensors hold them too)
+    back = {}
+    for old, new in swaps.items():
+        was = old.proxy
+        if (isinstance(was, NumberProxy) and isinstance(new, NumberProxy) and was.name != new.name
+                and new.name in computed and produced.get(new.name) is new
+                and was.name not in produced and was.name not in inputs):
+            back[new.name] = was
+    if back:
+        for was in back.values():
+            # The runtime folds ``was + k`` through the chain of constant offsets ``was`` was
+            # recorded with (``_mt_offset``: its base and offset), whose base lives in the old
+            # trace's scope: in the new trace that fold would name a number nothing there binds.
+            was.__dict__.pop("_mt_offset", None)
+        swap = {variableify(produced[name]): was for name, was in back.items()}
+        for i, b in enumerate(bsyms):
+            if any(p.name in back for p in b.flat_proxy_outs) or any(p.name in back for p in b.flat_proxy_args):
+                bsyms[i] = b.from_bsym_swap_proxies(swap, skip_subsymbols=False)
+        for name, was in back.items():
+            del produced[name]
+            produced[was.name] = was
+        # fresh tensors (computed from the new numbers) carry them in their shapes
+        rename_sizes(bsyms, back)
+
+    # 2. sizes of swapped tensors whose definition is gone
     old_tensors: dict = {}
-
-    def collect(bsyms):  # decomposed symbols' subsymbols are processed (and swapped) too
-        for b in bsyms:
-            for o in b.flat_proxy_outs:
-                if isinstance(o, TensorProxy):
-                    old_tensors.setdefault(o.name, o)
-            collect(b.subsymbols)
-
-    collect(processor.trace.bound_symbols)
-    # An input's sizes are definitions, never renamed (a re-run elementwise op may give its
-    # output the other operand's equal size: that is no reason to rename the input's).
-    input_sizes = {s.name for t in tree_iter((processor.trace.args, processor.trace.kwargs))
-                   if isinstance(t, TensorProxy) for s in t._shape if isinstance(s, NumberProxy)}
-    for old, new in processor.swap_map.items():
-        if isinstance(old.proxy, NumberProxy) and isinstance(new, NumberProxy) and old.proxy.name != new.name:
-            renamed[old.proxy.name] = new
-        elif isinstance(new, TensorProxy) and (before := old_tensors.get(old.proxy.name)) is not None:
+    for b in old_trace.bound_symbols:  # top-level names first: subsymbols may reuse them
+        for o in b.flat_proxy_outs:
+            if isinstance(o, TensorProxy):
+                old_tensors.setdefault(o.name, o)
+    for b in old_trace.bound_symbols:
+        _collect_tensors(b.subsymbols, old_tensors)
+    candidates: dict = {}
+    for old, new in swaps.items():
+        was = old.proxy
+        if isinstance(was, NumberProxy) and isinstance(new, NumberProxy):
+            # a number replaced by one that was already there (a re-run op folded to an operand,
+            # a re-run ``shape``): no old name to give back
+            if was.name != new.name and new.name not in back:
+                candidates[was.name] = new
+    for old, new in swaps.items():
+        if isinstance(new, TensorProxy) and (before := old_tensors.get(old.proxy.name)) is not None:
             for was, now in zip(before._shape, new._shape):
-                if (isinstance(was, NumberProxy) and isinstance(now, NumberProxy) and was.name != now.name
-                        and was.name not in input_sizes):
-                    renamed.setdefault(was.name, now)
-    return renamed
+                if isinstance(was, NumberProxy) and isinstance(now, NumberProxy) and was.name != now.name:
+                    candidates.setdefault(was.name, now)
+    if not candidates:
+        return
+    # An input's sizes are definitions, never renamed (a re-run elementwise op may give its output
+    # the other operand's equal size). Nor is a number this processor re-ran (step 1 kept its
+    # name): tensors carry it and its producer rightly, and equal sizes of other operands that
+    # re-run metas put in its place (``q @ k.mT``'s grads give ``q``'s head size ``k``'s name)
+    # would otherwise rename it, and the other name to it, crosswise.
+    kept = {was.name for was in back.values()}
+    renamed = {}
+    for was, now in candidates.items():
+        if was in inputs or was in kept:
+            continue
+        for _ in range(len(candidates)):
+            if now.name in inputs or now.name not in candidates:
+                break
+            now = candidates[now.name]
+        if now.name != was:
+            renamed[was] = now
+    if renamed:
+        _rename_sizes_copying_shared(new_trace, old_trace, renamed)
+
+
+def _outputs(x):
+    """The proxies in a bound symbol's output, without pytree (subsymbols' flat outputs are not
+    computed yet, and flattening them all costs more than everything else these passes do)."""
+    if isinstance(x, Proxy):
+        yield x
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            yield from _outputs(y)
+    elif isinstance(x, dict):
+        for y in x.values():
+            yield from _outputs(y)
+
+
+def _nested_outputs(bsyms):
+    """The proxies the subsymbols of ``bsyms`` output, at every depth."""
+    for b in bsyms:
+        for sub in b.subsymbols:
+            yield from _outputs(sub.output)
+            if sub.subsymbols:
+                yield from _nested_outputs((sub,))
+
+
+def _collect_tensors(bsyms, into: dict) -> None:
+    for b in bsyms:
+        for o in b.flat_proxy_outs:
+            if isinstance(o, TensorProxy):
+                into.setdefault(o.name, o)
+    for o in _nested_outputs(bsyms):
+        if isinstance(o, TensorProxy):
+            into.setdefault(o.name, o)
+
+
+def _rename_sizes_copying_shared(new_trace, old_trace, renamed: dict) -> None:
+    """``renamed`` applied to the sizes of the new trace's tensors: in place for tensors only the
+    new trace holds, through copies swapped in for those the old trace holds too.
+
+    Every tensor a trace uses is an input or an output of a bound symbol or subsymbol (a
+    subsymbol's arguments are its parent's or earlier subsymbols' outputs), inputs' sizes are
+    never renamed: walking outputs finds them all."""
+    bsyms = new_trace.bound_symbols
+    found: dict[int, TensorProxy] = {}
+
+    def consider(p) -> None:
+        if isinstance(p, TensorProxy) and id(p) not in found:
+            for size in p._shape:
+                if isinstance(size, NumberProxy) and size.name in renamed:
+                    found[id(p)] = p
+                    break
+
+    for b in bsyms:
+        for p in b.flat_proxy_outs:
+            consider(p)
+    for p in _nested_outputs(bsyms):
+        consider(p)
+    if not found:
+        return
+    shared = {id(p) for p in tree_iter((old_trace.args, old_trace.kwargs)) if id(p) in found}
+    for b in old_trace.bound_symbols:
+        shared.update(id(p) for p in b.flat_proxy_outs if id(p) in found)
+    shared.update(id(p) for p in _nested_outputs(old_trace.bound_symbols) if id(p) in found)
+    copies: dict = {}  # name -> copy
+    for key, p in found.items():
+        new_shape = tuple(renamed.get(s.name, s) if isinstance(s, NumberProxy) else s for s in p._shape)
+        if key in shared:
+            p = copy.copy(p)
+            p._tags = set(p._tags)
+            copies[p.name] = p
+        p._shape = new_shape
+        if callable(p._numel):
+            p._numel = _numel_of_current_shape(p)
+    if not copies:
+        return
+    swap = {variableify(q): q for q in copies.values()}  # (a Variable is its proxy's name)
+    for i, b in enumerate(bsyms):
+        if (any(p.name in copies for p in b.flat_proxy_args) or any(p.name in copies for p in b.flat_proxy_outs)
+                or any(p.name in copies for p in _nested_outputs((b,)))):
+            bsyms[i] = b.from_bsym_swap_proxies(swap, skip_subsymbols=False)
 
 
 def install() -> None:

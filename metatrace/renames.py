@@ -22,17 +22,31 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 _original = jit_ext._apply_trace_proxy_rename
 
 
+def _tensors_out(x):
+    """The tensor proxies in a bound symbol's output (without pytree: subsymbols' flat outputs
+    are not computed yet, and flattening them all would cost more than the renaming)."""
+    if isinstance(x, TensorProxy):
+        yield x
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            yield from _tensors_out(y)
+    elif isinstance(x, dict):
+        for y in x.values():
+            yield from _tensors_out(y)
+
+
 def _rename_sizes(bsyms, renames: dict[str, object], seen: set[int]) -> None:
     for bsym in bsyms:
-        for p in bsym.flat_proxy_outs:
-            if isinstance(p, TensorProxy) and id(p) not in seen:
+        for p in _tensors_out(bsym.output):
+            if id(p) not in seen:
                 seen.add(id(p))
                 shape = p._shape
                 if any(isinstance(s, NumberProxy) and s.name in renames for s in shape):
                     p._shape = tuple(renames.get(s.name, s) if isinstance(s, NumberProxy) else s for s in shape)
                     if callable(p._numel):
                         p._numel = _numel_of_current_shape(p)
-        _rename_sizes(bsym.subsymbols, renames, seen)
+        if bsym.subsymbols:
+            _rename_sizes(bsym.subsymbols, renames, seen)
 
 
 def _numel_of_current_shape(p: TensorProxy):

@@ -160,13 +160,16 @@ def _offset(a, k: int):
     """``a + k`` for a symbolic int and a literal int, folding chains of constant offsets:
     ``(x + 1) - 1`` is ``x`` and ``(x + 1) + 2`` is ``x + 3``, so shape formulas like
     ``(stop - start + stride - 1) // stride`` record only what they compute."""
-    base, total = getattr(a, "_mt_offset", (a, 0))
+    recorder = RECORDER.get()
+    base, total, scope = getattr(a, "_mt_offset", (a, 0, recorder))
+    if scope is not recorder:  # the chain's base may not be bound in this scope: start from a
+        base, total = a, 0
     total += k
     if total == 0:
         return base
     value = _thunder_pyval(base) + total
     out = _record(prims.add, value, base, total) if total > 0 else _record(prims.sub, value, base, -total)
-    out._mt_offset = (base, total)
+    out._mt_offset = (base, total, recorder)
     return out
 
 
