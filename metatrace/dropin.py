@@ -315,15 +315,17 @@ class _CallableIntegerProxy(IntegerProxy):
 
 def _tensor_getattr(self, attr: str, /):
     value = _originals[(TensorProxy, "__getattr__")](self, attr)
-    if attr != "numel" or isinstance(value, (int, _CallableIntegerProxy)) or not _tracing():
+    if attr != "numel" or callable(value) and isinstance(value, (int, _CallableIntegerProxy)) or not _tracing():
         return value
     n = value() if callable(value) and not isinstance(value, NumberProxy) else value
     if isinstance(n, int):
-        return _CallableInt(n)
+        return _CallableInt(n)  # thunder code calls it too: ``a.numel() // v.numel()`` (var's grad)
     if type(n) is IntegerProxy and n.history is None and all(n is not s for s in self._shape):
         n.__class__ = _CallableIntegerProxy  # a product just recorded: nothing else holds it yet
         return n
-    return value  # not a fresh product: thunder's behaviour
+    # a size itself (a 1-d tensor's numel is its size: its class is not ours to change):
+    # thunder's deferred product, callable as ``t.numel()``
+    return self._numel if callable(self._numel) else value
 
 
 def _numel_meta(original):

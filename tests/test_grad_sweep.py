@@ -28,7 +28,6 @@ OPS = {op.name: op for op in grad_ops()}
 # stay true). No op gives a wrong value: these raise, or leave orphan sizes in a trace.
 KNOWN_ERRORS = {
     "multi_dot": "thunder's multi_dot meta raises 'does not support dynamic shapes' under symbolic values",
-    "getitem": "shared function only: 'invalid index of type AnyProxy' (a slice or index tensor as a jit input)",
 }
 # Ops whose traces still show size symbols without a definition: none at present (keep the
 # mechanism: a regression of an op thunder cannot avoid goes here, with its reason).
