@@ -34,8 +34,32 @@ class EntryGuards:
         return f"cache entry {self.index}:\n{body}"
 
 
+# Prologue unpacks of module state: (symbol name, how the source reads: attribute or path).
+_MODULE_UNPACKS = {"unpack_attr", "unpack_submodule", "unpack_parameter", "unpack_buffer"}
+
+
+def _module_sources(prologue_trace) -> dict[str, str]:
+    """Proxy name -> where the prologue reads it from the module: ``self.config.n_head``,
+    ``self.transformer.h.0.norm_1.eps``, ``self.lm_head.weight`` (thunder names them ``i63``,
+    ``f89``, ``t_lm_head_weight``). One walk over the prologue."""
+    sources: dict[str, str] = {}
+    for bsym in prologue_trace.bound_symbols:
+        name = bsym.sym.name
+        outs = bsym.flat_proxy_outs
+        if len(outs) != 1:
+            continue
+        if name == "unpack_thunder_module":
+            sources[outs[0].name] = "self"
+        elif name in _MODULE_UNPACKS and len(bsym.args) >= 2 and isinstance(bsym.args[1], str):
+            owner = sources.get(getattr(bsym.args[0], "name", None))
+            if owner is not None:
+                sources[outs[0].name] = f"{owner}.{bsym.args[1]}"
+    return sources
+
+
 def _entry_guard_texts(prologue_trace) -> list[str]:
     texts = []
+    sources = _module_sources(prologue_trace)
     for bsym in prologue_trace.bound_symbols:
         name = bsym.sym.name
         if name == "metatrace_guards":
@@ -46,11 +70,13 @@ def _entry_guard_texts(prologue_trace) -> list[str]:
             subject_name = getattr(subject, "name", repr(subject))
             if subject_name.startswith("cache_info"):
                 continue
+            subject_name = sources.get(subject_name, subject_name)
             texts.append(f"len({subject_name}) == {value!r}" if name == "check_len" else f"{subject_name} == {value!r}")
         elif name in ("check_tensor_metadata", "check_tensor_shape_and_metadata"):
             t, shape, device, dtype, requires_grad = bsym.args[:5]
-            fixed = [f"{t.name}.shape[{d}] == {s}" for d, s in enumerate(shape) if isinstance(s, int)]
-            texts.append(f"{t.name}: rank {len(shape)}, {dtype}, {device}, requires_grad={requires_grad}")
+            t_name = sources.get(t.name, t.name)
+            fixed = [f"{t_name}.shape[{d}] == {s}" for d, s in enumerate(shape) if isinstance(s, int)]
+            texts.append(f"{t_name}: rank {len(shape)}, {dtype}, {device}, requires_grad={requires_grad}")
             texts.extend(fixed)
     return texts
 

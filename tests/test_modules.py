@@ -110,3 +110,12 @@ def test_arange_of_a_symbol_is_not_pinned(enabled):
         x = torch.randn(n)
         torch.testing.assert_close(jf(x), positions(x))
     assert thunder.cache_misses(jf) == 1
+
+
+def test_explain_names_module_state_by_its_source(enabled):
+    """thunder checks module attributes as ``f3 == 1e-05``; explain says where they come from."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4, eps=1e-3))
+    jm = thunder.jit(model, cache="symbolic values")
+    jm(torch.randn(3, 4))
+    (entry,) = metatrace.explain(jm)
+    assert "self.1.eps == 0.001" in entry.guards
