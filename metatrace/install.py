@@ -7,7 +7,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_hooks, later_stages, module_state, numel, pyexec, readable, renames, safety_net
+from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_hooks, later_stages, module_state, numel, pyexec, readable, renames, safety_net, thunderfx
 from metatrace.codegen import prim_symbols
 from metatrace.explain import configure_from_environment
 from metatrace.loader import load
@@ -125,6 +125,7 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
             later_stages.install()
             numel.install()
             readable.install()
+            thunderfx.install()
         except BaseException:
             _restore(installed)
             raise
@@ -147,6 +148,7 @@ def _restore(installed: _Installed) -> None:
     later_stages.uninstall()
     numel.uninstall()
     readable.uninstall()
+    thunderfx.uninstall()
 
 
 def disable() -> None:
