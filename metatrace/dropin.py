@@ -26,6 +26,10 @@ and its interpreter and number proxies assume Python ints in places. While metat
   (operators of the python executor, ``metatrace.pyexec``).
 - ``where`` with a symbolic number condition and tensor branches (``copysign(t, n)``) makes the
   condition a 0-d tensor: no executor runs ``prims.where`` on a number condition.
+- ``torch.linalg.multi_dot``: thunder's function refuses symbolic sizes (it picks the
+  multiplication order from their values). Its inputs' sizes are baked in (equality guards,
+  ``multi_dot: thunder chooses the multiplication order from the sizes``) and it runs on views
+  of them with those static sizes: one entry per shape, never an error.
 """
 
 from __future__ import annotations
@@ -254,6 +258,26 @@ def _where(pred, a, b):
 # ---------------------------------------------------------------------------------------------
 
 
+def _multi_dot_meta(original):
+    """``ltorch.multi_dot`` on tensors with symbolic sizes: sizes guarded by value, static views."""
+
+    @functools.wraps(original)
+    def meta(tensors, *, out=None):
+        if not _tracing() or not any(isinstance(s, NumberProxy) for t in tensors for s in t._shape):
+            return original(tensors, out=out)
+        why = "multi_dot: thunder chooses the multiplication order from the sizes"
+        static = []
+        for t in tensors:
+            for s in t._shape:
+                if isinstance(s, NumberProxy):
+                    sink.static(s, s.value, why)
+            # prims.reshape, not clang's: that returns the tensor itself when the sizes compare equal
+            static.append(prims.reshape(t, tuple(s.value if isinstance(s, NumberProxy) else s for s in t._shape)))
+        return original(static, out=out)
+
+    return meta
+
+
 def _tensor_meta(original):
     """``ltorch.tensor``: a number proxy takes thunder's own path for a number (``full((), n)``),
     which its argument check (``isinstance(x, (Number, Sequence))``) refuses for a proxy."""
@@ -407,7 +431,12 @@ def install() -> None:
     # NumberProxy's ``//`` resolves the method through the clang language context's own map
     _originals["floor_divide_method"] = clang_langctx._method_name_to_fn_map["floor_divide"]
     clang_langctx._method_name_to_fn_map["floor_divide"] = clang.floor_divide
-    for sym, wrap in ((ltorch.tensor, _tensor_meta), (ltorch.randint, _randint_meta), (ltorch.numel, _numel_meta)):
+    for sym, wrap in (
+        (ltorch.tensor, _tensor_meta),
+        (ltorch.randint, _randint_meta),
+        (ltorch.numel, _numel_meta),
+        (ltorch.multi_dot, _multi_dot_meta),
+    ):
         _swapped_metas.append((sym, sym.meta))
         object.__setattr__(sym, "meta", wrap(sym.meta))
     for cls, name, fn in _methods():

@@ -364,3 +364,32 @@ def test_disable_restores_what_dropin_replaced():
     with metatrace.enable():
         assert _thunder_state() != before
     assert _thunder_state() == before
+
+
+def _multi_dot(a, b, c):
+    return torch.linalg.multi_dot([a, b, c])
+
+
+MULTI_DOT_SHAPES = (((3, 4), (4, 5), (5, 2)), ((3, 4), (4, 5), (5, 2)), ((2, 6), (6, 3), (3, 4)))
+
+
+def test_multi_dot_runs_with_sizes_baked_in(enabled):
+    """thunder's multi_dot refuses symbolic sizes; metatrace guards them by value instead."""
+    jf = thunder.jit(_multi_dot, cache="symbolic values")
+    for shapes in MULTI_DOT_SHAPES:
+        args = [torch.randn(*s, requires_grad=True) for s in shapes]
+        eager = [a.detach().clone().requires_grad_(True) for a in args]
+        out, expected = jf(*args), _multi_dot(*eager)
+        torch.testing.assert_close(out, expected)
+        out.sum().backward()
+        expected.sum().backward()
+        for a, e in zip(args, eager):
+            torch.testing.assert_close(a.grad, e.grad)
+    assert thunder.cache_misses(jf) == 2  # one entry per shape: the same shapes reuse it
+
+
+def test_multi_dot_entry_is_guarded_by_its_sizes(enabled):
+    jf = thunder.jit(_multi_dot, cache="symbolic values")
+    jf(*(torch.randn(*s) for s in MULTI_DOT_SHAPES[0]))
+    (entry,) = metatrace.explain(jf)
+    assert "a.shape[0] == 3" in entry.guards
