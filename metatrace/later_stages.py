@@ -42,6 +42,7 @@ from thunder.core.proxies import CollectionProxy, NumberProxy, Proxy, TensorProx
 from thunder.core.pytree import tree_iter
 
 from metatrace.renames import _numel_of_current_shape, rename_sizes
+from metatrace.renames import proxy_outputs as _outputs  # (one walker of output proxies for both modules)
 from metatrace.runtime import INTERPRETING
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
@@ -503,19 +504,6 @@ def keep_size_names(processor) -> None:
             renamed[was] = now
     if renamed:
         _rename_sizes_copying_shared(new_trace, old_trace, renamed)
-
-
-def _outputs(x):
-    """The proxies in a bound symbol's output, without pytree (subsymbols' flat outputs are not
-    computed yet, and flattening them all costs more than everything else these passes do)."""
-    if isinstance(x, Proxy):
-        yield x
-    elif isinstance(x, (tuple, list)):
-        for y in x:
-            yield from _outputs(y)
-    elif isinstance(x, dict):
-        for y in x.values():
-            yield from _outputs(y)
 
 
 def _nested_outputs(bsyms):

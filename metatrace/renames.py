@@ -17,28 +17,28 @@ import functools
 import operator
 
 import thunder.core.jit_ext as jit_ext
-from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
 _original = jit_ext._apply_trace_proxy_rename
 
 
-def _tensors_out(x):
-    """The tensor proxies in a bound symbol's output (without pytree: subsymbols' flat outputs
-    are not computed yet, and flattening them all would cost more than the renaming)."""
-    if isinstance(x, TensorProxy):
+def proxy_outputs(x):
+    """The proxies in a bound symbol's output, without pytree (subsymbols' flat outputs are not
+    computed yet, and flattening them all costs more than the passes that walk them)."""
+    if isinstance(x, Proxy):
         yield x
     elif isinstance(x, (tuple, list)):
         for y in x:
-            yield from _tensors_out(y)
+            yield from proxy_outputs(y)
     elif isinstance(x, dict):
         for y in x.values():
-            yield from _tensors_out(y)
+            yield from proxy_outputs(y)
 
 
 def _rename_sizes(bsyms, renames: dict[str, object], seen: set[int]) -> None:
     for bsym in bsyms:
-        for p in _tensors_out(bsym.output):
-            if id(p) not in seen:
+        for p in proxy_outputs(bsym.output):
+            if isinstance(p, TensorProxy) and id(p) not in seen:
                 seen.add(id(p))
                 shape = p._shape
                 if any(isinstance(s, NumberProxy) and s.name in renames for s in shape):
