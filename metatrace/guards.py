@@ -26,7 +26,7 @@ from typing import Any
 
 import thunder.core.dtypes as dtypes
 import thunder.core.prims as prims
-from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
+from thunder.core.proxies import IntegerProxy, NumberProxy, Proxy, TensorProxy
 
 logger = logging.getLogger("metatrace.guards")
 
@@ -140,6 +140,10 @@ class GuardCollector:
         self._add(Guard(op, lhs, rhs, "branch"))
 
     def static(self, x: Any, value: Any, why: str) -> None:
+        if type(value) is float and math.isnan(value):
+            # nan == nan never holds: a NaN baked in is guarded by x != x, which holds exactly for NaN
+            self._add(Guard("ne", x, x, why))
+            return
         self._add(Guard("eq", x, value, why))
 
     def produced(self, bsym) -> None:
@@ -349,7 +353,8 @@ def normalize(guard: Guard, producers: dict[str, Any]) -> Guard:
 def is_tautology(guard: Guard, sizes: set[str]) -> bool:
     """Holds for every call: ``x <= x``, or a tensor size compared with 0 the way sizes always are."""
     if guard.lhs is guard.rhs:
-        return guard.op in _REFLEXIVE_TRUE
+        # x == x does not hold for a float NaN: only integers compare reflexively for every call
+        return guard.op in _REFLEXIVE_TRUE and isinstance(guard.lhs, IntegerProxy)
     size_lhs = isinstance(guard.lhs, NumberProxy) and guard.lhs.name in sizes
     size_rhs = isinstance(guard.rhs, NumberProxy) and guard.rhs.name in sizes
     zero = lambda x: type(x) is int and x == 0  # noqa: E731

@@ -393,3 +393,58 @@ def test_multi_dot_entry_is_guarded_by_its_sizes(enabled):
     jf(*(torch.randn(*s) for s in MULTI_DOT_SHAPES[0]))
     (entry,) = metatrace.explain(jf)
     assert "a.shape[0] == 3" in entry.guards
+
+
+# ---------------------------------------------------------------------------------------------
+# NaN: a float NaN baked into a trace is guarded by isnan (nan == nan never holds)
+# ---------------------------------------------------------------------------------------------
+
+
+def _call_and_compare_nan(jf, fn, *args):
+    torch.testing.assert_close(jf(*args), fn(*args), equal_nan=True)
+
+
+def test_nan_baked_into_torch_tensor_data_reuses_its_entry(enabled):
+    fn = lambda v: torch.tensor([v, 1.0])  # noqa: E731  (the elements are baked into the trace)
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    _call_and_compare_nan(jf, fn, math.nan)
+    _call_and_compare_nan(jf, fn, float("nan"))
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_nan_entry_is_not_reused_for_a_number(enabled):
+    fn = lambda v: torch.tensor([v, 1.0])  # noqa: E731
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    _call_and_compare_nan(jf, fn, math.nan)
+    _call_and_compare_nan(jf, fn, 1.0)
+    _call_and_compare_nan(jf, fn, math.nan)
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_number_entry_is_not_reused_for_nan(enabled):
+    fn = lambda v: torch.tensor([v, 1.0])  # noqa: E731
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    _call_and_compare_nan(jf, fn, 2.0)
+    _call_and_compare_nan(jf, fn, math.nan)
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_symbolic_float_nan_input_reuses_one_entry(enabled):
+    fn = lambda x, v: x * v  # noqa: E731  (v stays symbolic: nothing is baked in)
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    x = torch.randn(3)
+    for v in (math.nan, math.nan, 1.0, -math.inf):
+        _call_and_compare_nan(jf, fn, x, v)
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_self_comparison_of_a_float_is_not_a_tautology(enabled):
+    def fn(x, v):
+        if v == v:  # false exactly for NaN
+            return x * 2
+        return x * 3
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    x = torch.randn(3)
+    for v in (1.0, math.nan, 2.0, math.nan):
+        _call_and_compare_nan(jf, fn, x, v)
