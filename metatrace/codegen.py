@@ -8,21 +8,18 @@ made by one) and, transitively, of every helper those call. The manifest records
 
 from __future__ import annotations
 
-import argparse
 import ast
 import builtins
 import hashlib
 import importlib
 import inspect
-import sys
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
 
 import rewrites
-from metatrace import cache
-from metatrace.version import TESTED_THUNDER_VERSION, thunder_version, warn_if_untested
+from metatrace.version import TESTED_THUNDER_VERSION, thunder_version
 from rewrites.int_as_function import MAPPING_FUNCTIONS
 from rewrites.pipeline import RewriteError, parse, rewrite_functions, rewrite_grad_rules
 
@@ -307,27 +304,3 @@ def generate() -> tuple[str, dict]:
         "prims": dict(sorted(entries.items())),
     }
     return text, manifest
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rewrite_metas", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, help="output directory (default: the cache directory; env METATRACE_CACHE_DIR)")
-    parser.add_argument("--check", action="store_true", help="exit 1 if the cache is missing or stale, generate nothing")
-    parser.add_argument("--force", action="store_true", help="regenerate even if the cache is current")
-    args = parser.parse_args(argv)
-    warn_if_untested()
-    try:
-        if args.check:
-            state = cache.state(args.out)
-            print(f"{state.directory}: {state.status}")
-            return 0 if state.status == "current" else 1
-        result = cache.ensure(args.out, force=args.force)
-    except RewriteError as e:
-        print(f"rewrite_metas: {e}", file=sys.stderr)
-        return 2
-    counts = {"ported": 0, "fallback": 0}
-    for entry in result.manifest["prims"].values():
-        counts[entry["status"]] += 1
-    print(f"{result.directory} ({result.action}): {counts['ported']} ported, {counts['fallback']} fallback "
-          f"of {len(result.manifest['prims'])} prims")
-    return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import metatrace.cli as cli
 import metatrace.codegen as codegen
 import metatrace.version as version
 from metatrace import cache
@@ -42,9 +43,9 @@ def test_generated_module_is_rewritten_thunder_code_not_a_copy():
 
 
 def test_check_reports_missing_then_current(cache_dir):
-    assert codegen.main(["--check"]) == 1
-    assert codegen.main([]) == 0
-    assert codegen.main(["--check"]) == 0
+    assert cli.rewrite_metas(["--check"]) == 1
+    assert cli.rewrite_metas([]) == 0
+    assert cli.rewrite_metas(["--check"]) == 0
     (dir_,) = cache_dir.iterdir()
     assert dir_.name.startswith("thunder-0.2.6-")
     assert {p.name for p in dir_.iterdir()} == {cache.METAS_FILE, cache.MANIFEST_FILE}
@@ -52,7 +53,7 @@ def test_check_reports_missing_then_current(cache_dir):
 
 def test_out_overrides_the_cache_directory(cache_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    assert codegen.main(["--out", str(out)]) == 0
+    assert cli.rewrite_metas(["--out", str(out)]) == 0
     assert list(out.iterdir()) and not list(cache_dir.iterdir())
 
 
@@ -67,7 +68,7 @@ def test_corrupt_cache_is_detected_and_regenerated(cache_dir, damage):
     else:
         metas.write_text(metas.read_text().replace("_mt.floordiv(", "_mt.add(", 1))
     assert cache.state().status.startswith("corrupt")
-    assert codegen.main(["--check"]) == 1
+    assert cli.rewrite_metas(["--check"]) == 1
     again = cache.ensure()
     assert again.action.startswith("regenerated")
     assert again.text == first.text and cache.state().status == "current"
@@ -110,7 +111,7 @@ def test_unparsable_thunder_source_is_a_clear_error(monkeypatch, capsys, cache_d
         return sources
 
     monkeypatch.setattr(codegen, "read_sources", broken)
-    assert codegen.main(["--force"]) == 2
+    assert cli.rewrite_metas(["--force"]) == 2
     err = capsys.readouterr().err
     assert "cannot parse" in err and "thunder/core/prims.py" in err
 
