@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import thunder
 from thunder.core.compile_data import _compile_data
 
-from metatrace import guards
+from metatrace.registry import PROGRAMS
 
 recompile_logger = logging.getLogger("metatrace.recompiles")
 
@@ -63,7 +63,7 @@ def _entry_guard_texts(prologue_trace) -> list[str]:
     for bsym in prologue_trace.bound_symbols:
         name = bsym.sym.name
         if name == "metatrace_guards":
-            program = guards.PROGRAMS.get(bsym.args[0])
+            program = PROGRAMS.get(bsym.args[0])
             texts.extend(program.texts if program is not None else [f"guard program {bsym.args[0]} (not loaded)"])
         elif name in ("check_number_type_and_value", "check_string_value", "check_literal_like", "check_len"):
             subject, value = bsym.args[0], bsym.args[1]

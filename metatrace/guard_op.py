@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from thunder.core.prims import OpTags
 
+from metatrace import registry
 from metatrace.guards import check_guards
+from metatrace.registry import guard_symbol, structure_symbol  # noqa: F401  (where callers look for them)
 from metatrace.structure import check_structure
 
 NAME = "metatrace_guards"
 STRUCTURE_NAME = "metatrace_structure"
-_symbol = None
-_structure_symbol = None
 
 
 def _meta(program_id: str, *leaves) -> None:
@@ -28,33 +28,19 @@ def _structure_meta(structure_id: str, value, *aliased) -> None:
 
 
 def register() -> None:
-    global _symbol, _structure_symbol
     from thunder.executors.pythonex import ex
 
     for name in (NAME, STRUCTURE_NAME):
         assert name not in ex.opmap, f"{name} is already registered on the python executor"
-    _symbol = ex.register_operator(NAME, meta=_meta, fn=check_guards, tags=[OpTags.DONT_DCE])
-    _structure_symbol = ex.register_operator(
-        STRUCTURE_NAME, meta=_structure_meta, fn=check_structure, tags=[OpTags.DONT_DCE]
+    registry.set_symbols(
+        ex.register_operator(NAME, meta=_meta, fn=check_guards, tags=[OpTags.DONT_DCE]),
+        ex.register_operator(STRUCTURE_NAME, meta=_structure_meta, fn=check_structure, tags=[OpTags.DONT_DCE]),
     )
 
 
 def unregister() -> None:
-    global _symbol, _structure_symbol
     from thunder.executors.pythonex import ex
 
     ex.opmap.pop(NAME, None)
     ex.opmap.pop(STRUCTURE_NAME, None)
-    _symbol = _structure_symbol = None
-
-
-def structure_symbol():
-    if _structure_symbol is None:
-        raise RuntimeError("metatrace is not enabled: the prologue structure check is not registered")
-    return _structure_symbol
-
-
-def guard_symbol():
-    if _symbol is None:
-        raise RuntimeError("metatrace is not enabled: the prologue guard operation is not registered")
-    return _symbol
+    registry.set_symbols(None, None)

@@ -28,6 +28,9 @@ import thunder.core.dtypes as dtypes
 import thunder.core.prims as prims
 from thunder.core.proxies import IntegerProxy, NumberProxy, Proxy, TensorProxy
 
+from metatrace.guard_base import Guard, is_leaf, is_static_value
+from metatrace.registry import PROGRAMS, guard_symbol
+
 logger = logging.getLogger("metatrace.guards")
 
 NEGATION = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}
@@ -49,25 +52,6 @@ REPLAYABLE = {
 
 class GuardFailure(Exception):
     """Raised by a prologue guard that does not hold: thunder treats it as a cache miss."""
-
-
-@dataclass(frozen=True)
-class Guard:
-    """``lhs <op> rhs`` must hold for a cache entry to be reused. ``why``: what concretized it;
-    ``where``: the thunder (or user) source line that did, as ``file:line in function``."""
-
-    op: str
-    lhs: Any
-    rhs: Any
-    why: str
-    where: str = ""
-
-    def key(self) -> tuple:
-        return (self.op, _key(self.lhs), _key(self.rhs))
-
-
-def _key(x) -> Any:
-    return ("proxy", x.name) if isinstance(x, Proxy) else ("value", type(x).__name__, x)
 
 
 # Symbols whose number outputs are values read from tensor data: they have no trace-time value.
@@ -215,17 +199,6 @@ def producer_map(computation_trace, collector: GuardCollector) -> dict[str, Any]
     for name, bsym in collector.recorded.items():
         producers.setdefault(name, bsym)
     return producers
-
-
-def is_leaf(p: NumberProxy) -> bool:
-    """An input number or an input tensor's size: the prologue can unpack it."""
-    return p.history is not None
-
-
-def is_static_value(p: NumberProxy) -> bool:
-    """An intermediate thunder marked static: computed from static inputs only (thunder's
-    ``resolve_constraints``), whose values its prologue checks, so the value is a constant."""
-    return p.is_static_constrained() and not is_leaf(p) and p.value is not None
 
 
 def project(values, producers: dict[str, Any], is_leaf=is_leaf) -> tuple[list, list]:
@@ -444,8 +417,7 @@ def _fail(program_id: str, text: str) -> None:
     raise GuardFailure(f"guard failed: {text}")
 
 
-# Guard programs by id: the prologue's bound symbol carries the id (a printable string).
-PROGRAMS: dict[str, GuardProgram] = {}
+# Guard programs by id (metatrace.registry.PROGRAMS): the prologue's bound symbol carries the id.
 
 
 def check_guards(program_id: str, *leaves) -> None:
@@ -460,8 +432,6 @@ class ProgramConstraint:
     program_id: str
 
     def __call__(self, *leaves):
-        from metatrace.guard_op import guard_symbol
-
         guard_symbol()(self.program_id, *leaves)
 
 

@@ -47,7 +47,7 @@ import thunder.core.dtypes as dtypes
 import thunder.core.prims as prims
 from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
 
-from metatrace.guards import Guard, is_leaf as _default_is_leaf, is_static_value
+from metatrace.guard_base import Guard, is_leaf as _default_is_leaf, is_static_value
 
 # Relations between different linear forms with the same terms (``i < a.shape[2]`` and
 # ``i <= a.shape[2]``) are merged into the tightest only when True; ranges of single leaves always are.

@@ -21,6 +21,8 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import Proxy
 
+from metatrace.registry import EXPECTED, structure_symbol
+
 CONTAINERS = (list, tuple, dict, slice)
 NUMBER_TYPES = (int, float, complex)  # guarded by type under symbolic values (bool is a value type)
 # Leaves guarded by value: a trace bakes them in as constants.
@@ -47,8 +49,7 @@ class StructureMismatch(Exception):
     pass
 
 
-# Expected structures by id: the prologue's bound symbol carries the id (a printable string).
-EXPECTED: dict[str, Any] = {}
+# Expected structures by id (metatrace.registry.EXPECTED): the prologue's bound symbol carries the id.
 
 
 ALIAS = ("alias of an earlier argument",)
@@ -80,8 +81,6 @@ class StructureConstraint:
         self.structure_id = structure_id
 
     def __call__(self, value_proxy, *aliased):
-        from metatrace.guard_op import structure_symbol
-
         structure_symbol()(self.structure_id, value_proxy, *aliased)
 
 
