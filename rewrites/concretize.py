@@ -14,28 +14,21 @@ import libcst.matchers as m
 from rewrites._runtime_calls import is_runtime_call, runtime_call, strip_parens
 from rewrites.call_renamer import CallRenamer
 
+# Builtins by their qualified names only (``builtins.int``): a bare ``int`` is a module's own
+# ``def int``. The bare ``pyval`` is thunder's own helper (a module-local definition of it).
 CONCRETIZING_CALLS: dict[str, str] = {
     "builtins.int": "int_",
-    "int": "int_",
     "builtins.float": "float_",
-    "float": "float_",
     "builtins.bool": "truth",
-    "bool": "truth",
     "builtins.range": "range_",
-    "range": "range_",
     "thunder.core.proxies.pyval": "pyval",
     "pyval": "pyval",
     # These hash or order their elements: each symbolic element's value is baked in.
     "builtins.set": "set_",
-    "set": "set_",
     "builtins.frozenset": "frozenset_",
-    "frozenset": "frozenset_",
     "builtins.sorted": "sorted_",
-    "sorted": "sorted_",
     "builtins.hash": "hash_",
-    "hash": "hash_",
     "builtins.round": "round_",
-    "round": "round_",
 }
 
 

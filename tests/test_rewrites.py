@@ -191,6 +191,36 @@ def test_shadowed_builtin_is_not_rewritten():
     )
 
 
+def test_module_level_def_shadowing_a_builtin_is_not_rewritten():
+    """A module-level ``def max`` is the module's own function: its calls are not the builtin's."""
+    source = """\
+        def max(a, b):
+            return a
+        def f(a, b):
+            return max(a, b)
+        """
+    golden(BuiltinCallTransformer, source, source)
+
+
+def test_module_level_def_shadowing_int_is_not_rewritten():
+    source = """\
+        def int(x):
+            return x
+        def f(x):
+            return int(x)
+        """
+    golden(ConcretizingCallTransformer, source, source)
+
+
+def test_rewritten_module_calls_its_own_max():
+    import metatrace.runtime as runtime
+
+    source = "def max(a, b):\n    return a\ndef f(a, b):\n    return max(a, b)\n"
+    namespace: dict = {"_mt": runtime}
+    exec(rewrite_source(source), namespace)
+    assert namespace["f"](1, 2) == 1
+
+
 def test_concretizing_calls():
     golden(
         ConcretizingCallTransformer,
