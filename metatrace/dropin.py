@@ -61,6 +61,7 @@ from metatrace import pyexec, sink
 
 # (thunder.clang re-exports a ``langctx`` name that hides the submodule from attribute access)
 clang_langctx = importlib.import_module("thunder.clang.langctx")
+symbol_module = importlib.import_module("thunder.core.symbol")
 
 NOT_HANDLED = object()
 _originals: dict[Any, Any] = {}
@@ -383,6 +384,26 @@ def _tensor_from_sequence(sequence, *, dtype=None, device=None):
     return _originals["tensor_from_sequence"](_concrete_numbers(sequence), dtype=dtype, device=device)
 
 
+class _SymbolPrims:
+    """``thunder.core.symbol``'s view of ``thunder.core.prims``: the same module, except that
+    ``shallow_copy`` of a number proxy is ``convert_element_type`` to its own type.
+
+    ``Symbol.__call__`` copies an argument that a symbol returns unchanged, so that no bound
+    symbol outputs its own input; ``prims.shallow_copy``'s meta accepts tensors only, and a
+    symbol that returns its number argument (``ltorch.to(in_w / out_w, float32)`` in bilinear
+    ``interpolate``) failed. ``convert_element_type`` makes a fresh number proxy that guards can
+    replay (one the prologue can compute), and the python executor runs it."""
+
+    def __getattr__(self, name: str):
+        return getattr(prims, name)
+
+    @staticmethod
+    def shallow_copy(a):
+        if isinstance(a, NumberProxy) and type(a.value) in (bool, int, float, complex):
+            return prims.convert_element_type(a, type(a.value))
+        return prims.shallow_copy(a)
+
+
 def _methods() -> list[tuple[type, str, Any]]:
     return [
         (NumberProxy, "__divmod__", _divmod),
@@ -444,6 +465,8 @@ def install() -> None:
         _swap_method(cls, name, fn)
     call = _CallableIntegerProxy.__call__
     jit_ext._general_jit_lookaside_map[call] = jit_ext.interpreter_needs_wrap(call)
+    _originals["symbol.prims"] = symbol_module.prims
+    symbol_module.prims = _SymbolPrims()
 
 
 def uninstall() -> None:
@@ -452,6 +475,8 @@ def uninstall() -> None:
         setattr(cls, name, original)
         jit_ext._general_jit_lookaside_map.pop(fn, None)
     _swapped_methods.clear()
+    if "symbol.prims" in _originals:
+        symbol_module.prims = _originals["symbol.prims"]
     jit_ext._general_jit_lookaside_map.pop(_CallableIntegerProxy.__call__, None)
     for sym, meta in reversed(_swapped_metas):
         object.__setattr__(sym, "meta", meta)

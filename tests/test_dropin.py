@@ -354,6 +354,7 @@ def _thunder_state():
         ltorch.randint.meta,
         thunder.clang.where,
         thunder.clang.tensor_from_sequence,
+        thunder.core.symbol.prims,
         frozenset(map(id, jit_ext._general_jit_lookaside_map)),
     )
 
@@ -448,3 +449,23 @@ def test_self_comparison_of_a_float_is_not_a_tautology(enabled):
     x = torch.randn(3)
     for v in (1.0, math.nan, 2.0, math.nan):
         _call_and_compare_nan(jf, fn, x, v)
+
+
+# ---------------------------------------------------------------------------------------------
+# A symbol that returns its number argument unchanged (thunder copies it: shallow_copy)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [(3, 7), (5, 5), (7, 3)])
+def test_bilinear_interpolate_to_a_size(enabled, size):
+    """ltorch.to(in_w / out_w, float32) returns its number argument: thunder's shallow_copy of it
+    was a tensor-only prim."""
+    fn = lambda a, size: F.interpolate(a, size=size, mode="bilinear")  # noqa: E731
+    jit_and_compare(fn, [(torch.randn(1, 2, 5, 5), size), (torch.randn(1, 2, 6, 4), size)])
+
+
+
+def test_bilinear_interpolate_reuses_its_entry_for_the_same_size(enabled):
+    fn = lambda a, size: F.interpolate(a, size=size, mode="bilinear")  # noqa: E731
+    jf = jit_and_compare(fn, [(torch.randn(1, 2, 5, 5), (3, 7)), (torch.randn(1, 2, 5, 5), (3, 7))])
+    assert thunder.cache_misses(jf) == 1
