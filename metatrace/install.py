@@ -15,6 +15,91 @@ from metatrace.recording import executor_meta, fallback_meta, recording_meta
 from metatrace.version import warn_if_untested
 
 
+@dataclass(frozen=True)
+class Patch:
+    """One place where metatrace changes thunder while enabled (everything is undone by ``disable``).
+
+    ``target``: the dotted path of a thunder module, class or mapping (a glob: ``thunder*`` is every
+    thunder module binding the name); ``names``: its attributes, or ``("[]",)`` for items of a
+    mapping or set; ``by``: the metatrace modules that install it; ``why``: what thunder does there
+    and what metatrace does instead. tests/test_architecture.py checks the table against a diff of
+    thunder's modules, classes, mappings, executors and symbols before, during and after enable().
+    """
+
+    target: str
+    names: tuple[str, ...]
+    by: str
+    why: str
+
+
+SYMBOL_METAS = "thunder Symbol instances"  # every prim, executors' copies and own prims, ltorch symbols
+_NUMBER = "thunder.core.proxies.NumberProxy"
+
+# What metatrace replaces in thunder, in pipeline order: interpret -> metas -> guards -> prologue
+# -> grad transform -> executor passes.
+PATCHES: tuple[Patch, ...] = (
+    # interpreting the user's function
+    Patch("thunder.core.jit_ext", ("jit_ctx", "interpret"), "jit_hooks",
+          "a guard collector and the recorder are live while thunder interprets the function"),
+    Patch("thunder.core.jit_ext", ("propagate_constraints",), "jit_hooks",
+          "the prologue gets metatrace's guard program and structure checks besides thunder's constraints"),
+    Patch("thunder.core.jit_ext", ("_apply_trace_proxy_rename",), "renames",
+          "renaming proxies also renames the size symbols inside tensor shapes"),
+    Patch("thunder.core.jit_ext.JitCtx", ("proxify",), "module_state",
+          "module state (parameters, config numbers) is proxied with symbolic integer shapes"),
+    Patch("thunder.core.proxies", ("tensorproxy",), "module_state", "as proxify"),
+    Patch("thunder.core.jit_ext._general_jit_lookaside_map", ("[]",), "safety_net, dropin",
+          "bool lookaside reports the relation a user-code branch decided (thunder only marks static); "
+          "metatrace's proxy methods and callable integers run opaquely"),
+    Patch("thunder.core.interpreter._default_lookaside_map", ("[]",), "dropin", "len() of a sequence with symbolic structure"),
+    Patch("thunder.core.interpreter._default_provenance_tracking_lookaside_map", ("[]",), "dropin",
+          "tuple/list indexing by a symbolic number is guarded by equality"),
+    # symbolic numbers: concretizations become guards, arithmetic keeps producers
+    Patch(_NUMBER, ("__bool__", "__int__", "__float__"), "safety_net", "report the value baked in (thunder reads .value silently)"),
+    Patch("thunder.core.proxies.IntegerProxy", ("__index__",), "safety_net", "as __bool__"),
+    Patch(_NUMBER, ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"), "safety_net",
+          "comparisons inside thunder's clang/torch layers return guarded symbolic booleans"),
+    Patch(_NUMBER, ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
+                    "__rfloordiv__", "__mod__", "__rmod__"), "safety_net", "arithmetic inside a meta is recorded (runtime)"),
+    Patch(_NUMBER, ("__divmod__", "__rdivmod__", "__floor__", "__ceil__", "__trunc__", "__round__", "__pow__",
+                    "__rpow__"), "dropin", "Python semantics on symbolic numbers in user code"),
+    Patch("thunder.core.proxies.TensorProxy", ("__getattr__",), "dropin", "t.numel stays callable on symbolic sizes"),
+    Patch("thunder.core.proxies.IntegerProxy", ("__repr__",), "readable", "sizes print as name=value"),
+    Patch("thunder.core.proxies.FloatProxy", ("__repr__",), "readable", "as IntegerProxy"),
+    Patch("thunder.core.symbol.BoundSymbol", ("__post_init__",), "safety_net",
+          "every number-producing bound symbol reaches the guard collector (projection to the inputs)"),
+    Patch("thunder.core.symbol", ("prims",), "dropin", "shallow_copy of a number stays replayable by the prologue"),
+    # prims and their metas
+    Patch(SYMBOL_METAS, ("meta",), "install, dropin",
+          "prim metas: the rewritten meta records its shape arithmetic (fallback: thunder's meta, inputs guarded); "
+          "executors' own metas record theirs; ltorch tensor/randint/numel/multi_dot metas accept symbols"),
+    Patch("thunder.clang", ("floor_divide", "where", "tensor_from_sequence"), "dropin",
+          "Python // semantics, where() and torch.tensor() on symbolic numbers"),
+    Patch("thunder.clang.langctx._method_name_to_fn_map", ("[]",), "dropin", "NumberProxy // resolves to the new floor_divide"),
+    Patch("thunder.torch.langctx._method_name_to_fn_map", ("[]",), "numel", "t.numel() binds the sizes it multiplies"),
+    Patch("thunder.clang", ("math",), "clang_math", "math.ceil/floor/... inside clang record on symbols"),
+    # executors: the prologue's guard operators and Python-number implementations
+    Patch("executor python.opmap", ("[]",), "pyexec, guard_op",
+          "the prologue operators metatrace_guards/metatrace_structure and number prims the prologue replays"),
+    Patch("executor python.implmap", ("[]",), "pyexec", "python implementations of the recorded number prims"),
+    Patch("thunder.core.transforms.nondifferentiable_vjp_symbols", ("[]",), "pyexec", "py_floordiv and Python-semantics ops carry no gradient"),
+    # grad transform
+    Patch("thunder.core.transforms._grad_fn_map", ("[]",), "grad_rules",
+          "autograd rules that convert sizes with int() keep them symbolic (rewritten by the codegen; "
+          "augmented_forward_impls and backward_impls too, when a rule there needs it)"),
+    Patch("thunder.transforms.autodiff", ("grad_transform_on_trace",), "grad_guards",
+          "decisions of autograd rules become a second guard program (the prologue is built before them)"),
+    # later stages: every trace keeps producers for its size symbols
+    Patch("thunder*", ("dce", "transform_for_execution", "_transform_for_operator_executor_execution",
+                       "split_into_forward_and_backward"), "later_stages",
+          "executor passes and the forward/backward split keep (and re-bind) size producers"),
+    Patch("thunder.core.trace_interpreter.TraceSubstitutionProcessor", ("__call__",), "later_stages", "as dce"),
+    # torch.compile
+    Patch("thunder.dynamo.compiler.ThunderCompiler", ("__init__",), "thunderfx",
+          "ThunderFX without a cache option jits Dynamo's subgraphs under symbolic values"),
+)
+
+
 @dataclass
 class _Installed:
     swapped: list = field(default_factory=list)  # (symbol, original meta)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import metatrace
 
 PACKAGE = Path(metatrace.__file__).parent
@@ -140,3 +142,147 @@ def test_import_graph_sees_from_package_imports():
 def test_metatrace_has_no_import_cycles():
     cycles = find_cycles(import_graph())
     assert cycles == [], f"import cycles among metatrace modules: {cycles}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The patch table: what metatrace changes in thunder, and that disable() undoes all of it
+# ---------------------------------------------------------------------------------------------
+
+
+def thunder_snapshot() -> dict[tuple[str, str], tuple[str, object]]:
+    """(where, name) -> what is there, for every global of every loaded thunder module, every
+    attribute of every class they define, the items of every dict or set they hold, the op maps of
+    every executor, and the meta of every Symbol reachable from those. Labels as in
+    ``metatrace.install.PATCHES``."""
+    import sys
+
+    from thunder.core.symbol import Symbol
+    from thunder.extend import get_all_executors
+
+    from metatrace.install import SYMBOL_METAS
+
+    where: dict[tuple[str, str], tuple[str, object]] = {}
+    classes: dict[int, type] = {}
+    symbols: dict[int, Symbol] = {}
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not (module_name == "thunder" or module_name.startswith("thunder.")):
+            continue
+        for name, value in list(vars(module).items()):
+            where[(module_name, name)] = ("object", value)
+            if isinstance(value, dict):
+                where[(f"{module_name}.{name}", "[]")] = ("items", dict(value))
+            elif isinstance(value, set):
+                where[(f"{module_name}.{name}", "[]")] = ("set", frozenset(value))
+            elif isinstance(value, type) and getattr(value, "__module__", "").startswith("thunder"):
+                classes[id(value)] = value
+            elif isinstance(value, Symbol):
+                symbols[id(value)] = value
+    for cls in classes.values():
+        for name, value in list(cls.__dict__.items()):
+            where[(f"{cls.__module__}.{cls.__qualname__}", name)] = ("object", value)
+    for ex in get_all_executors():
+        for map_name in ("opmap", "implmap"):
+            mapping = getattr(ex, map_name, None)
+            if isinstance(mapping, dict):
+                where[(f"executor {ex.name}.{map_name}", "[]")] = ("items", dict(mapping))
+                symbols.update({id(s): s for s in mapping.values() if isinstance(s, Symbol)})
+    for sym in symbols.values():
+        where[(f"{SYMBOL_METAS} {id(sym)}", "meta")] = ("object", sym.meta)
+    return where
+
+
+def _differs(a: tuple[str, object], b: tuple[str, object]) -> bool:
+    if a[0] != b[0]:
+        return True
+    if a[0] == "object":
+        return a[1] is not b[1]
+    if a[0] == "set":
+        return a[1] != b[1]
+    x, y = a[1], b[1]
+    return x.keys() != y.keys() or any(x[k] is not y[k] for k in x)
+
+
+def changed_locations(before: dict, after: dict) -> set[tuple[str, str]]:
+    """Locations whose object differs (by identity), or that were removed. Additions are left
+    out: enabling may import a thunder submodule, which binds it on its parent package."""
+    from metatrace.install import SYMBOL_METAS
+
+    out = set()
+    for key, value in before.items():
+        if key not in after or _differs(value, after[key]):
+            out.add((SYMBOL_METAS, "meta") if key[0].startswith(SYMBOL_METAS) else key)
+    return out
+
+
+def _listed(location: tuple[str, str]) -> bool:
+    from fnmatch import fnmatchcase
+
+    from metatrace.install import PATCHES
+
+    target, name = location
+    return any(fnmatchcase(target, p.target) and name in p.names for p in PATCHES)
+
+
+@pytest.fixture(scope="module")
+def enable_disable_snapshots():
+    """thunder before enable(), while enabled, and after disable()."""
+    import warnings
+
+    import metatrace
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import thunder.dynamo  # noqa: F401  (metatrace.thunderfx patches ThunderCompiler when it exists)
+
+    assert not metatrace.is_enabled(), "the snapshot before enable() must be of thunder without metatrace"
+    before = thunder_snapshot()
+    metatrace.enable()
+    try:
+        during = thunder_snapshot()
+    finally:
+        metatrace.disable()
+    after = thunder_snapshot()
+    return before, during, after
+
+
+def test_snapshot_sees_a_patch():
+    import metatrace.clang_math
+    import thunder.clang as clang
+
+    before = thunder_snapshot()
+    metatrace.clang_math.install()
+    try:
+        during = thunder_snapshot()
+    finally:
+        metatrace.clang_math.uninstall()
+    assert changed_locations(before, during) == {("thunder.clang", "math")}
+
+
+def test_patch_table_lists_every_change_metatrace_makes(enable_disable_snapshots):
+    before, during, _ = enable_disable_snapshots
+    unlisted = sorted(loc for loc in changed_locations(before, during) if not _listed(loc))
+    assert unlisted == [], f"metatrace changes these thunder attributes without a row in install.PATCHES: {unlisted}"
+
+
+def test_every_patch_table_row_is_applied(enable_disable_snapshots):
+    from fnmatch import fnmatchcase
+
+    from metatrace.install import PATCHES
+
+    before, during, _ = enable_disable_snapshots
+    changed = changed_locations(before, during)
+    stale = [
+        (p.target, name) for p in PATCHES for name in p.names
+        if not any(fnmatchcase(target, p.target) and n == name for target, n in changed)
+    ]
+    assert stale == [], f"rows of install.PATCHES that enable() does not change: {stale}"
+
+
+def test_disable_restores_every_patched_attribute(enable_disable_snapshots):
+    before, _, after = enable_disable_snapshots
+    assert sorted(loc for loc in changed_locations(before, after) if _listed(loc)) == []
+
+
+def test_disable_leaves_nothing_else_changed_in_thunder(enable_disable_snapshots):
+    before, _, after = enable_disable_snapshots
+    assert sorted(changed_locations(before, after)) == []
