@@ -469,3 +469,64 @@ def test_bilinear_interpolate_reuses_its_entry_for_the_same_size(enabled):
     fn = lambda a, size: F.interpolate(a, size=size, mode="bilinear")  # noqa: E731
     jf = jit_and_compare(fn, [(torch.randn(1, 2, 5, 5), (3, 7)), (torch.randn(1, 2, 5, 5), (3, 7))])
     assert thunder.cache_misses(jf) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# A conv net as an nn.Module over image sizes (Conv2d, MaxPool2d, Linear)
+# ---------------------------------------------------------------------------------------------
+
+IMAGE_SIZES = (32, 40, 48, 56, 64)
+
+
+class _ConvNet(torch.nn.Module):
+    def __init__(self, adaptive: bool):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = torch.nn.MaxPool2d(2)
+        self.conv2 = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.adaptive = torch.nn.AdaptiveAvgPool2d(1) if adaptive else None
+        self.fc = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.conv1(x)))
+        x = torch.relu(self.conv2(x))
+        x = self.adaptive(x).flatten(1) if self.adaptive is not None else x.mean(dim=(2, 3))
+        return self.fc(x)
+
+
+def _conv_net(adaptive: bool) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return _ConvNet(adaptive).double()  # float64: the comparisons with eager are not about rounding
+
+
+@pytest.mark.parametrize("adaptive", [False, True], ids=["mean", "adaptive_avg_pool"])
+def test_conv_net_over_image_sizes_compiles_at_most_twice(enabled, adaptive):
+    m = _conv_net(adaptive)
+    jf = thunder.jit(m, cache=SYMBOLIC)
+    with torch.no_grad():
+        for s in IMAGE_SIZES:
+            x = torch.randn(2, 3, s, s, dtype=torch.float64)
+            torch.testing.assert_close(jf(x), m(x))
+    assert thunder.cache_misses(jf) <= 2
+
+
+@pytest.mark.parametrize("adaptive", [False, True], ids=["mean", "adaptive_avg_pool"])
+def test_conv_net_training_step_grads_equal_eager(enabled, adaptive):
+    import copy
+
+    m = _conv_net(adaptive)
+    eager = copy.deepcopy(m)
+    jf = thunder.jit(m, cache=SYMBOLIC)
+    for s in IMAGE_SIZES:
+        x = torch.randn(2, 3, s, s, dtype=torch.float64, requires_grad=True)
+        x_eager = x.detach().clone().requires_grad_()
+        out, want = jf(x), eager(x_eager)
+        torch.testing.assert_close(out, want)
+        grad_out = torch.randn_like(want)
+        out.backward(grad_out)
+        want.backward(grad_out)
+        torch.testing.assert_close(x.grad, x_eager.grad)
+        for (name, p), q in zip(m.named_parameters(), eager.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, msg=lambda msg, name=name: f"{name} at size {s}: {msg}")
+            p.grad, q.grad = None, None
+    assert thunder.cache_misses(jf) <= 2
