@@ -19,6 +19,7 @@ from thunder.core.compile_data import _compile_data
 
 from metatrace import sink
 from metatrace.later_stages import hoist_size_producers
+from metatrace.registry import new_id
 from metatrace.runtime import INTERPRETING
 from metatrace.guards import (
     PROGRAMS,
@@ -62,7 +63,7 @@ def add_deferred_program(
     leaves = input_sizes_and_numbers(inputs)
     if not leaves:
         return
-    program_id = f"g{len(PROGRAMS)}"
+    program_id = new_id("g")
     # The computation trace renames inputs (the interpreter's i3 becomes i): remember both.
     renamed = [names.get(p.name, p.name) for p in leaves]
     PROGRAMS[program_id] = GuardProgram(program_id, [], [], leaves, {})

@@ -29,7 +29,7 @@ import thunder.core.prims as prims
 from thunder.core.proxies import IntegerProxy, NumberProxy, Proxy, TensorProxy
 
 from metatrace.guard_base import Guard, is_leaf, is_static_value
-from metatrace.registry import PROGRAMS, guard_symbol
+from metatrace.registry import PROGRAMS, guard_symbol, new_id
 
 logger = logging.getLogger("metatrace.guards")
 
@@ -484,7 +484,7 @@ def add_prologue_constraints(
         for p in guard_leaves:
             leaves.setdefault(p.name, p)
         guards.append(guard)
-    program_id = f"g{len(PROGRAMS)}"
+    program_id = new_id("g")
     try:
         checked = simplify(guards, producers, input_sizes_and_numbers(inputs), names, sizes)
         texts = [g.text for g in checked]

@@ -21,7 +21,7 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import Proxy
 
-from metatrace.registry import EXPECTED, structure_symbol
+from metatrace.registry import EXPECTED, new_id, structure_symbol
 
 CONTAINERS = (list, tuple, dict, slice)
 NUMBER_TYPES = (int, float, complex)  # guarded by type under symbolic values (bool is a value type)
@@ -118,7 +118,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict) -> list[str
             and type(value) not in VALUE_TYPES
         ):
             continue  # modules, functions, ...: thunder's provenance tracking covers them
-        structure_id = f"s{len(EXPECTED)}"
+        structure_id = new_id("s")
         with tracectx(trace):
             proxy = _argument_proxy(source, key)
         where = f"args[{key}]" if source is PseudoInst.INPUT_ARGS else f"kwargs[{key!r}]"
@@ -135,7 +135,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict) -> list[str
         texts.append(f"structure of {where}: {EXPECTED[structure_id]}")
     if numbers:
         # One check for the types of all number arguments.
-        structure_id = f"s{len(EXPECTED)}"
+        structure_id = new_id("s")
         EXPECTED[structure_id] = NumberTypes(t for _, t in numbers)
         ctx.add_constraint((StructureConstraint(structure_id), *(p for p, _ in numbers)))
         texts.append(f"types of the number arguments: {', '.join(t.__name__ for _, t in numbers)}")
