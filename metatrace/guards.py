@@ -108,6 +108,45 @@ class DataDependentError(RuntimeError):
         )
 
 
+class ExactValue:
+    """A float or complex baked into a trace, compared as the very same value: NaN matches NaN
+    (``nan == nan`` never holds, so the entry would reject the call it was traced for) and -0.0
+    does not match 0.0 (``-0.0 == 0.0`` holds, and ``torch.tensor([v])`` baked in the sign)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: float | complex):
+        self.value = value
+
+    def __eq__(self, other) -> bool:
+        other = other.value if isinstance(other, ExactValue) else other
+        try:
+            a, b = complex(self.value), complex(other)
+        except (TypeError, OverflowError, ValueError):
+            return False
+        return all(
+            (x == y and math.copysign(1.0, x) == math.copysign(1.0, y)) or (x != x and y != y)
+            for x, y in ((a.real, b.real), (a.imag, b.imag))
+        )
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash((type(self.value), repr(self.value)))
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def exact(value: Any) -> Any:
+    """``value`` as an equality guard compares it: an ``ExactValue`` where ``==`` is not identity
+    (NaN, a signed zero, any complex), else the value itself (simplifiable)."""
+    if (type(value) is float and (math.isnan(value) or value == 0.0)) or type(value) is complex:
+        return ExactValue(value)
+    return value
+
+
 @dataclass
 class GuardCollector:
     """Receives the concretizations of one trace (see metatrace.sink)."""
@@ -124,11 +163,7 @@ class GuardCollector:
         self._add(Guard(op, lhs, rhs, "branch"))
 
     def static(self, x: Any, value: Any, why: str) -> None:
-        if type(value) is float and math.isnan(value):
-            # nan == nan never holds: a NaN baked in is guarded by x != x, which holds exactly for NaN
-            self._add(Guard("ne", x, x, why))
-            return
-        self._add(Guard("eq", x, value, why))
+        self._add(Guard("eq", x, exact(value), why))
 
     def produced(self, bsym) -> None:
         for out in bsym.flat_proxy_outs:

@@ -530,3 +530,33 @@ def test_conv_net_training_step_grads_equal_eager(enabled, adaptive):
             torch.testing.assert_close(p.grad, q.grad, msg=lambda msg, name=name: f"{name} at size {s}: {msg}")
             p.grad, q.grad = None, None
     assert thunder.cache_misses(jf) <= 2
+
+
+@pytest.mark.parametrize(
+    "first, then",
+    [
+        (complex(math.nan, 1.0), complex(math.nan, 1.0)),
+        (complex(math.nan, 1.0), complex(math.nan, 2.0)),
+        (complex(1.0, math.nan), complex(math.nan, 1.0)),
+        (0.0, -0.0),
+        (-0.0, 0.0),
+        (-0.0, -0.0),
+    ],
+)
+def test_baked_nan_and_signed_zero_are_compared_exactly(enabled, first, then):
+    """``(nan+1j) == (nan+1j)`` is False and ``-0.0 == 0.0`` is True: neither may decide reuse."""
+    fn = lambda v: torch.tensor([v, 1.0])  # noqa: E731  (the elements are baked into the trace)
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for v in (first, then):
+        got, want = jf(v), fn(v)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        assert torch.equal(torch.view_as_real(got.to(torch.complex64)).signbit(),
+                           torch.view_as_real(want.to(torch.complex64)).signbit())
+
+
+def test_baked_complex_nan_reuses_its_entry(enabled):
+    fn = lambda v: torch.tensor([v, 1.0])  # noqa: E731
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for v in (complex(math.nan, 1.0), complex(math.nan, 1.0)):
+        torch.testing.assert_close(jf(v), fn(v), equal_nan=True)
+    assert thunder.cache_misses(jf) == 1
