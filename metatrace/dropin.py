@@ -45,12 +45,14 @@ import thunder.core.interpreter as interpreter
 import thunder.core.jit_ext as jit_ext
 import thunder.core.prims as prims
 import thunder.torch as ltorch
+import torch
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.interpreter import (
     ProvenanceRecord,
     PseudoInst,
     WrappedValue,
     _interpret_call,
+    wrap,
     wrap_const,
 )
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy, proxy
@@ -65,6 +67,8 @@ symbol_module = importlib.import_module("thunder.core.symbol")
 
 NOT_HANDLED = object()
 _originals: dict[Any, Any] = {}
+# Opaque torch functions that take a bool (thunder's no_autocast calls them with a closure's flag).
+_OPAQUE_WITH_VALUES = (torch.set_autocast_enabled,)
 _swapped_metas: list = []  # (symbol, its meta before install)
 
 
@@ -367,17 +371,56 @@ def _numel_meta(original):
     return meta
 
 
-def _concrete_numbers(x: Any) -> Any:
+def _concrete_numbers(x: Any, why: str = "an element of torch.tensor's data") -> Any:
     leaves, spec = tree_flatten(x)
     if not any(isinstance(leaf, NumberProxy) for leaf in leaves):
         return x
     out = []
     for leaf in leaves:
         if isinstance(leaf, NumberProxy):
-            sink.static(leaf, leaf.value, "an element of torch.tensor's data")
+            sink.static(leaf, leaf.value, why)
             leaf = leaf.value
         out.append(leaf)
     return tree_unflatten(out, spec)
+
+
+def _set_grad_enabled_meta(original):
+    """``torch.set_grad_enabled(flag)``: thunder stores the flag in its compile data and passes it
+    to ``torch._C._set_grad_enabled`` after the call, which takes a bool only: a symbolic flag
+    (a bool read from a closure, an argument) is baked in, guarded by value."""
+
+    @functools.wraps(original)
+    def meta(*args, **kwargs):
+        return original(*_concrete_numbers(args, "torch.set_grad_enabled"), **kwargs)
+
+    return meta
+
+
+def _opaque_with_values(fn, why: str):
+    """A lookaside for an opaque function (no proxies reach it: it runs at trace time, as under
+    constant values) whose number arguments are baked in, guarded by value."""
+
+    def impl(*args, **kwargs):
+        return fn(*_concrete_numbers(args, why), **_concrete_numbers(kwargs, why))
+
+    return jit_ext.interpreter_needs_wrap(impl)
+
+
+def _isinstance_lookaside(obj, cls):
+    """``isinstance(n, int)`` on a number proxy answers for the number it stands for (thunder's
+    lookaside asked the proxy class: False, and ``if isinstance(a, int)`` took the wrong branch).
+    The number's type is checked by the prologue (``metatrace.structure``'s type check)."""
+    u, ucls = obj.value, cls.value
+    if isinstance(u, NumberProxy) and getattr(u, "python_type", None) in (bool, int, float, complex):
+        try:
+            res = issubclass(u.python_type, ucls) or isinstance(u, ucls)
+        except TypeError:
+            return _originals[isinstance](obj, cls)
+        pr = ProvenanceRecord(
+            PseudoInst.LOOKASIDE, inputs=[wrap_const(isinstance).provenance, obj.provenance, cls.provenance]
+        )
+        return wrap(res, provenance=pr)
+    return _originals[isinstance](obj, cls)
 
 
 def _tensor_from_sequence(sequence, *, dtype=None, device=None):
@@ -457,6 +500,7 @@ def install() -> None:
         (ltorch.randint, _randint_meta),
         (ltorch.numel, _numel_meta),
         (ltorch.multi_dot, _multi_dot_meta),
+        (ltorch._set_grad_enabled_with_warning, _set_grad_enabled_meta),
     ):
         _swapped_metas.append((sym, sym.meta))
         object.__setattr__(sym, "meta", wrap(sym.meta))
@@ -466,6 +510,11 @@ def install() -> None:
     call = _CallableIntegerProxy.__call__
     jit_ext._general_jit_lookaside_map[call] = jit_ext.interpreter_needs_wrap(call)
     _originals["symbol.prims"] = symbol_module.prims
+    _originals[isinstance] = jit_ext._general_jit_lookaside_map[isinstance]
+    jit_ext._general_jit_lookaside_map[isinstance] = _isinstance_lookaside
+    for fn in _OPAQUE_WITH_VALUES:
+        _originals[("opaque", fn)] = jit_ext._general_jit_lookaside_map.get(fn)
+        jit_ext._general_jit_lookaside_map[fn] = _opaque_with_values(fn, f"an argument of {fn.__name__}")
     symbol_module.prims = _SymbolPrims()
 
 
@@ -477,6 +526,14 @@ def uninstall() -> None:
     _swapped_methods.clear()
     if "symbol.prims" in _originals:
         symbol_module.prims = _originals["symbol.prims"]
+    if isinstance in _originals:
+        jit_ext._general_jit_lookaside_map[isinstance] = _originals[isinstance]
+    for fn in _OPAQUE_WITH_VALUES:
+        if ("opaque", fn) in _originals:
+            if _originals[("opaque", fn)] is None:
+                jit_ext._general_jit_lookaside_map.pop(fn, None)
+            else:
+                jit_ext._general_jit_lookaside_map[fn] = _originals[("opaque", fn)]
     jit_ext._general_jit_lookaside_map.pop(_CallableIntegerProxy.__call__, None)
     for sym, meta in reversed(_swapped_metas):
         object.__setattr__(sym, "meta", meta)

@@ -29,6 +29,7 @@ from metatrace.guards import (
     ProgramConstraint,
     Unprojectable,
     describe_guard,
+    exact,
     input_sizes_and_numbers,
     normalize,
     producer_map,
@@ -113,7 +114,7 @@ def _program(program_id, collector, leaves, renamed, shown, sizes, forward_texts
             # Pin every input number and size: only identical inputs reuse this backward.
             site = f" at {guard.where}" if guard.where else ""
             why = f"pinned by the grad transform: {e}{site}"
-            pins = [Guard("eq", p, p.value, why) for p in leaves]
+            pins = [Guard("eq", p, exact(p.value), why) for p in leaves]
             texts = [f"{n} == {p.value!r} ({why})" for n, p in zip(shown, leaves)]
             return GuardProgram(program_id, pins, texts, leaves, {})
         guards.append(guard)

@@ -355,6 +355,8 @@ def _thunder_state():
         thunder.clang.where,
         thunder.clang.tensor_from_sequence,
         thunder.core.symbol.prims,
+        jit_ext._general_jit_lookaside_map[isinstance],
+        ltorch._set_grad_enabled_with_warning.meta,
         frozenset(map(id, jit_ext._general_jit_lookaside_map)),
     )
 
@@ -560,3 +562,61 @@ def test_baked_complex_nan_reuses_its_entry(enabled):
     for v in (complex(math.nan, 1.0), complex(math.nan, 1.0)):
         torch.testing.assert_close(jf(v), fn(v), equal_nan=True)
     assert thunder.cache_misses(jf) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# isinstance on numbers, grad mode and autocast flags that are symbolic numbers
+# ---------------------------------------------------------------------------------------------
+
+
+def _add_if_int(a, b, c):
+    if isinstance(a, int):
+        return a + b
+    return b + c
+
+
+def test_isinstance_of_a_number_argument_is_its_python_type(enabled):
+    b, c = torch.randn(2, 2), torch.randn(1, 2)
+    jit_and_compare(_add_if_int, [(torch.randn(2, 1), b, c), (2, b, c), (2.5, b, c), (torch.randn(2, 1), b, c)])
+
+
+def test_unread_tensor_argument_replaced_by_a_number_misses(enabled):
+    b, c = torch.randn(2, 2), torch.randn(1, 2)
+    jf = jit_and_compare(_add_if_int, [(torch.randn(2, 1), b, c), (3, b, c)])
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_isinstance_of_a_number_against_a_tuple_of_types(enabled):
+    fn = lambda x, n: x * 2 if isinstance(n, (float, complex)) else x * 3  # noqa: E731
+    x = torch.randn(3)
+    jit_and_compare(fn, [(x, 1), (x, 1.5), (x, True), (x, 2)])
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_set_grad_enabled_with_a_closure_flag(enabled, flag):
+    initial = torch.is_grad_enabled()
+
+    def fn(x):
+        torch.set_grad_enabled(flag)
+        return x.sin()
+
+    try:
+        x = torch.randn(4, requires_grad=True)
+        got = thunder.jit(fn, cache=SYMBOLIC)(x)
+        torch.set_grad_enabled(initial)
+        want = fn(x)
+        torch.set_grad_enabled(initial)
+        torch.testing.assert_close(got, want)
+        assert got.requires_grad == want.requires_grad
+    finally:
+        torch.set_grad_enabled(initial)
+
+
+def test_no_autocast_function_runs_under_symbolic_values(enabled):
+    """thunder's no_autocast wrapper (every trace's python_callable has it) passes a closure's
+    bool to the opaque torch.set_autocast_enabled."""
+    from thunder.executors.torchex import no_autocast
+
+    fn = no_autocast(lambda x, y: x @ y + 1)
+    jit_and_compare(fn, [(torch.randn(2, 3), torch.randn(3, 4)), (torch.randn(5, 3), torch.randn(3, 2))])
+    assert not torch.is_autocast_enabled("cpu")
