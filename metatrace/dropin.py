@@ -91,6 +91,32 @@ def _slice_part(slice_provenance: ProvenanceRecord, attr: str, v: Any) -> Any:
     return p
 
 
+def _rooted_in_arguments(history) -> bool:
+    """The value is an argument, or an element of one (``args[1][0]``): ``metatrace.structure``
+    checks the types of those numbers from the call's arguments."""
+    while isinstance(history, ProvenanceRecord) and history.inst is PseudoInst.BINARY_SUBSCR and history.inputs:
+        history = history.inputs[0]
+    return isinstance(history, ProvenanceRecord) and history.inst in (PseudoInst.INPUT_ARGS, PseudoInst.INPUT_KWARGS)
+
+
+def note_number_leaf(ctx, value: WrappedValue, p: Any) -> None:
+    """Remembers a symbolic number read from anywhere but the call's arguments (a global, a
+    closure cell, an object's attribute), so that ``metatrace.structure`` checks its type in the
+    prologue: thunder's symbolic-values prologue checks no number's type, and a trace made for
+    ``n = 2`` bakes in what ``int`` implies (``x * n``'s dtype, ``isinstance(n, int)``)."""
+    if (
+        isinstance(p, NumberProxy)
+        and not p.is_static_constrained()  # thunder's prologue checks type and value
+        and using_symbolic_values()
+        and type(p.value) in (bool, int, float, complex)
+        and not _rooted_in_arguments(value.provenance)
+    ):
+        leaves = getattr(ctx, "_metatrace_number_leaves", None)
+        if leaves is None:
+            leaves = ctx._metatrace_number_leaves = {}
+        leaves.setdefault(p.name, p)
+
+
 def proxify_static(ctx, value: WrappedValue) -> Any:
     """Returns NOT_HANDLED for what thunder's own ``JitCtx.proxify`` does right."""
     uvalue = value.value

@@ -94,6 +94,7 @@ def proxify(self, value):
     p = _original_proxify(self, value)
     if isinstance(p, NumberProxy) and proxies.using_symbolic_values() and read_from_module(value.provenance):
         p.constraint = CONSTRAINT.STATIC
+    dropin.note_number_leaf(self, value, p)  # its type is checked in the prologue (metatrace.structure)
     return p
 
 

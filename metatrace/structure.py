@@ -133,8 +133,11 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict) -> list[str
         EXPECTED[structure_id] = describe(value)
         ctx.add_constraint((StructureConstraint(structure_id), proxy))
         texts.append(f"structure of {where}: {EXPECTED[structure_id]}")
+    if symbolic:
+        # numbers read from globals, closures and objects (metatrace.dropin.note_number_leaf)
+        numbers += [(p, type(p.value)) for p in getattr(ctx, "_metatrace_number_leaves", {}).values()]
     if numbers:
-        # One check for the types of all number arguments.
+        # One check for the types of all number arguments (and other number inputs).
         structure_id = new_id("s")
         EXPECTED[structure_id] = NumberTypes(t for _, t in numbers)
         ctx.add_constraint((StructureConstraint(structure_id), *(p for p, _ in numbers)))

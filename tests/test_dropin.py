@@ -620,3 +620,37 @@ def test_no_autocast_function_runs_under_symbolic_values(enabled):
     fn = no_autocast(lambda x, y: x @ y + 1)
     jit_and_compare(fn, [(torch.randn(2, 3), torch.randn(3, 4)), (torch.randn(5, 3), torch.randn(3, 2))])
     assert not torch.is_autocast_enabled("cpu")
+
+
+_GLOBAL_NUMBER = 2
+
+
+def _scale_by_global(x):
+    y = x * _GLOBAL_NUMBER
+    return y if torch.is_floating_point(y) else y + 1  # the trace bakes in y's dtype
+
+
+def test_global_number_type_change_misses(enabled):
+    global _GLOBAL_NUMBER
+    jf = thunder.jit(_scale_by_global, cache=SYMBOLIC)
+    x = torch.arange(3)
+    try:
+        for n in (2, 2.5, 3):
+            _GLOBAL_NUMBER = n
+            torch.testing.assert_close(jf(x), _scale_by_global(x))
+    finally:
+        _GLOBAL_NUMBER = 2
+    assert thunder.cache_misses(jf) == 2  # 3 reuses the entry made for 2
+
+
+def test_isinstance_of_a_closure_number_follows_its_type(enabled):
+    n = 2
+
+    def fn(x):
+        return x * 2 if isinstance(n, int) else x * 3
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    x = torch.randn(3)
+    torch.testing.assert_close(jf(x), fn(x))
+    n = 2.0
+    torch.testing.assert_close(jf(x), fn(x))
