@@ -53,19 +53,43 @@ def _in_meta() -> bool:
     return trace is not None and bool(trace.scopes) and trace.scopes[-1] is None
 
 
+def _decides_at_once(trace) -> bool:
+    """True inside a prim's meta (the innermost scope is switched off) and inside the body of one
+    of thunder's composite symbols (a scope below the trace's top level): thunder's own code, where
+    a comparison of numbers is a check or a branch (``compute_broadcast_shape``'s ``s == 1``), not
+    a value. Deciding there costs one guard instead of a ``prims.eq`` bound symbol that every later
+    pass re-traces and the computation evaluates on every call. At the top level (user code,
+    autograd rules) thunder's bool proxy stays: it may be a value."""
+    return trace is not None and (len(trace.scopes) > 1 or (bool(trace.scopes) and trace.scopes[-1] is None))
+
+
 def _comparison(name: str, fn):
     original = getattr(NumberProxy, name)
 
     def compare(self, other):
-        if isinstance(other, (int, float, NumberProxy)) and sink.COLLECTOR.get() is not None and _in_meta():
-            # thunder would return a bool proxy with no producer here; unrewritten code may use it
-            # as a value (a dtype, an argument), so the decided relation is guarded right away
-            # and a plain bool returned.
-            return runtime.truth(fn(self, other))
+        # While thunder interprets (a guard collector listens) and through the passes after it
+        # (the grad transform, executor passes: ``runtime.INTERPRETING``), where a re-run
+        # composite repeats the decisions its first run made and guarded.
+        if isinstance(other, (int, float, NumberProxy)) and (
+            (collector := sink.COLLECTOR.get()) is not None or runtime.INTERPRETING.get()
+        ):
+            if self is other and isinstance(self, IntegerProxy):
+                return runtime._REFLEXIVE[name.strip('_')]  # i == i: no guard, no bound symbol
+            if _decides_at_once(get_tracectx()) and not _reads_tensor_data(collector, self, other):
+                # thunder would return a bool proxy (in a meta: one with no producer); the relation
+                # it decides is guarded right away and a plain bool returned.
+                return runtime.truth(fn(self, other))
         return original(self, other)
 
     compare.__name__ = name
     return compare
+
+
+def _reads_tensor_data(collector, *operands) -> bool:
+    """A number read from tensor data (``item``) has no trace-time value to decide on: its
+    comparison stays thunder's bool proxy (an error only if something decides on it)."""
+    source = getattr(collector, "tensor_data_source", None)
+    return source is not None and any(isinstance(x, NumberProxy) and source(x) is not None for x in operands)
 
 
 def _arithmetic(name: str, fn, swapped: bool):
