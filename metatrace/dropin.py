@@ -59,7 +59,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy, proxy
 from thunder.core.pytree import tree_flatten, tree_unflatten
 from thunder.core.trace import get_tracectx
 
-from metatrace import pyexec, sink
+from metatrace import pyexec, safety_net, shape_reads, sink
 
 # (thunder.clang re-exports a ``langctx`` name that hides the submodule from attribute access)
 clang_langctx = importlib.import_module("thunder.clang.langctx")
@@ -252,14 +252,15 @@ def _rpow_method(self, other):
 
 
 def _floor_divide(a, b):
-    """``a // b`` on numbers with a float: thunder's clang composes fmod, div, where and a floor
-    through ``int()``; Python's own ``//`` is ``prims.py_floordiv`` (the prologue's guards
-    replay it; metatrace.pyexec makes it non-differentiable, as floor is)."""
+    """``a // b`` on real numbers: thunder's clang composes it from fmod, div, where and a floor
+    through ``int()`` for a float, and from signbit, fmod, ne, logical_and, where and sub for
+    integers (eight bound symbols that every later pass re-traces: ``clang.reshape``'s
+    ``a.numel // numel`` on every reshape); Python's own ``//`` is one ``prims.py_floordiv`` (the
+    prologue's guards replay it; metatrace.pyexec makes it non-differentiable, as floor is)."""
     if (
         isinstance(a, (Number, NumberProxy))
         and isinstance(b, (Number, NumberProxy))
         and any(isinstance(x, NumberProxy) for x in (a, b))
-        and float in (pyexec.number_type(a), pyexec.number_type(b))
         and complex not in (pyexec.number_type(a), pyexec.number_type(b))
         and _tracing()
     ):
@@ -368,15 +369,38 @@ class _CallableIntegerProxy(IntegerProxy):
         return self
 
 
+# id(tensor) -> (tensor, scope, product): ``clang.reshape`` reads ``a.numel`` twice and every read
+# multiplied the sizes again (a chain of ``prims.mul`` per read). Bounded; each entry holds its
+# tensor and scope, so a recycled id never matches another tensor.
+_numel_cache: dict[int, tuple] = {}
+
+
 def _tensor_getattr(self, attr: str, /):
+    scope = None
+    if attr == "numel" and _tracing():
+        scopes = get_tracectx().scopes
+        scope = scopes[-1] if scopes else None
+        if (cached := _numel_cache.get(id(self))) is not None:
+            tensor, where, product = cached
+            # the same tensor read again in the same scope: its product is still defined there
+            if tensor is self and where is scope and product.name in shape_reads.defined_in(scope):
+                return product
     value = _originals[(TensorProxy, "__getattr__")](self, attr)
     if attr != "numel" or callable(value) and isinstance(value, (int, _CallableIntegerProxy)) or not _tracing():
         return value
     n = value() if callable(value) and not isinstance(value, NumberProxy) else value
+    if isinstance(n, IntegerProxy) and any(n is s for s in self._shape):
+        # a 1-d tensor's product is its size (safety_net folds 1 * n): a new number, so that
+        # it can be made callable like the others
+        n = safety_net.unfolded_times_one(n)
     if isinstance(n, int):
         return _CallableInt(n)  # thunder code calls it too: ``a.numel() // v.numel()`` (var's grad)
     if type(n) is IntegerProxy and n.history is None and all(n is not s for s in self._shape):
         n.__class__ = _CallableIntegerProxy  # a product just recorded: nothing else holds it yet
+        if scope is not None:
+            if len(_numel_cache) >= 1024:
+                _numel_cache.clear()
+            _numel_cache[id(self)] = (self, scope, n)
         return n
     # a size itself (a 1-d tensor's numel is its size: its class is not ours to change):
     # thunder's deferred product, callable as ``t.numel()``

@@ -7,7 +7,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_hooks, later_stages, module_state, numel, pyexec, readable, renames, safety_net, thunderfx
+from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_hooks, later_stages, module_state, numel, pyexec, readable, renames, safety_net, shape_reads, thunderfx
 from metatrace.codegen import prim_symbols
 from metatrace.explain import configure_from_environment
 from metatrace.loader import load
@@ -64,6 +64,8 @@ PATCHES: tuple[Patch, ...] = (
     Patch(_NUMBER, ("__divmod__", "__rdivmod__", "__floor__", "__ceil__", "__trunc__", "__round__", "__pow__",
                     "__rpow__"), "dropin", "Python semantics on symbolic numbers in user code"),
     Patch("thunder.core.proxies.TensorProxy", ("__getattr__",), "dropin", "t.numel stays callable on symbolic sizes"),
+    Patch("thunder.core.proxies.TensorProxy", ("shape",), "shape_reads",
+          "inside a composite symbol, a shape read whose sizes the scope already binds records no new prims.shape"),
     Patch("thunder.core.proxies.IntegerProxy", ("__repr__",), "readable", "sizes print as name=value"),
     Patch("thunder.core.proxies.FloatProxy", ("__repr__",), "readable", "as IntegerProxy"),
     Patch("thunder.core.symbol.BoundSymbol", ("__post_init__",), "safety_net",
@@ -210,6 +212,7 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
             later_stages.install()
             numel.install()
             readable.install()
+            shape_reads.install()
             thunderfx.install()
         except BaseException:
             _restore(installed)
@@ -233,6 +236,7 @@ def _restore(installed: _Installed) -> None:
     later_stages.uninstall()
     numel.uninstall()
     readable.uninstall()
+    shape_reads.uninstall()
     thunderfx.uninstall()
 
 

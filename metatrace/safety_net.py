@@ -47,6 +47,11 @@ _ARITHMETIC = {"__add__": (runtime.add, False), "__radd__": (runtime.add, True),
                "__mod__": (runtime.mod, False), "__rmod__": (runtime.mod, True)}
 
 
+# The integer operand that leaves an integer unchanged (x * 1, 1 * x, x + 0, 0 + x, x - 0).
+# Integers only: for a float, -0.0 + 0 is 0.0.
+_IDENTITIES = {"__mul__": 1, "__rmul__": 1, "__add__": 0, "__radd__": 0, "__sub__": 0}
+
+
 def _in_meta() -> bool:
     """True while a prim's meta runs: the trace's innermost scope is switched off."""
     trace = get_tracectx()
@@ -95,13 +100,25 @@ def _reads_tensor_data(collector, *operands) -> bool:
 def _arithmetic(name: str, fn, swapped: bool):
     original = getattr(NumberProxy, name)
 
+    identity = _IDENTITIES.get(name)
+
     def arithmetic(self, other):
         if isinstance(other, (int, float, NumberProxy)) and runtime.RECORDER.get() is not None and _in_meta():
             return fn(other, self) if swapped else fn(self, other)
+        if identity is not None and type(other) is int and other == identity and isinstance(self, IntegerProxy):
+            if sink.COLLECTOR.get() is not None or runtime.INTERPRETING.get():
+                # ``numel = 1; numel *= length`` in clang.reshape: an integer times 1 (plus 0) is
+                # itself, with no prims.mul for every later pass to re-trace
+                return self
         return original(self, other)
 
     arithmetic.__name__ = name
     return arithmetic
+
+
+def unfolded_times_one(n: IntegerProxy) -> IntegerProxy:
+    """``1 * n`` as thunder records it (a new number), bypassing the identity fold."""
+    return _originals["__rmul__"](n, 1)
 
 
 def _report_producer(bsym) -> None:

@@ -1,0 +1,112 @@
+"""Reading ``t.shape`` binds the sizes once per scope, not once per read.
+
+Under symbolic values thunder's ``TensorProxy.shape`` records a ``prims.shape`` bound symbol on
+every read while a trace is live, so that the size symbols it returns are defined where they are
+used (thunder's ``check_trace`` wants every argument bound in its scope). thunder's own clang and
+torch layers read shapes many times per operation: a litgpt layer's first trace has 366 ``shape``
+bound symbols, 80% of which re-bind sizes the same scope already bound. Every later pass
+re-traces each of them (the grad transform, the executor passes), which made them the largest
+single cost of a compile under metatrace.
+
+While enabled, a read inside one of thunder's composite symbols (a scope below the trace's top
+level) returns the sizes without a new binding when every size symbol of the tensor is already
+defined in that scope, by an earlier binding or producer. The first read in a scope still binds
+them, so every use stays defined. The top level is left alone: its passes (DCE, the
+forward/backward split) move bindings around and repair them (``later_stages``).
+
+Invariant: a read that skips the binding returns exactly what ``prims.shape`` would
+(``shape_meta`` is ``t._shape``), and only when each size symbol in it is an output of a bound
+symbol already in the current scope. The index of a scope's outputs is extended incrementally
+and rebuilt when the scope was shortened or its tail replaced (``recording.prune_unused``
+rewrites a scope in place), so a removed producer is never counted as a definition.
+"""
+
+from __future__ import annotations
+
+import thunder.core.jit_ext as jit_ext
+from thunder.core.compile_data import using_symbolic_values
+from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.core.trace import get_tracectx, is_tracing
+
+_original_shape = None
+
+# id(scope) -> _ScopeIndex. Bounded: cleared when it grows past _MAX_SCOPES (an index is only a
+# cache, and each entry holds its scope, so a recycled id is never mistaken for another list).
+_indexes: dict[int, "_ScopeIndex"] = {}
+_MAX_SCOPES = 512
+
+
+class _ScopeIndex:
+    __slots__ = ("scope", "scanned", "last", "names")
+
+    def __init__(self, scope: list):
+        self.scope = scope
+        self.scanned = 0
+        self.last = None  # the bound symbol at scope[scanned - 1] when it was scanned
+        self.names: set[str] = set()
+
+    def defined(self) -> set[str]:
+        scope = self.scope
+        n = len(scope)
+        if n < self.scanned or (self.scanned and scope[self.scanned - 1] is not self.last):
+            self.scanned, self.last, self.names = 0, None, set()  # shortened or rewritten: rebuild
+        if n > self.scanned:
+            names = self.names
+            for bsym in scope[self.scanned :]:
+                for out in bsym.flat_proxy_outs:
+                    names.add(out.name)
+            self.scanned, self.last = n, scope[n - 1]
+        return self.names
+
+
+def defined_in(scope: list) -> set[str]:
+    index = _indexes.get(id(scope))
+    if index is None or index.scope is not scope:
+        if len(_indexes) >= _MAX_SCOPES:
+            _indexes.clear()
+        index = _indexes[id(scope)] = _ScopeIndex(scope)
+    return index.defined()
+
+
+def _bound_already(t: TensorProxy) -> bool:
+    trace = get_tracectx()
+    scopes = trace.scopes
+    if len(scopes) < 2:
+        return False  # the top level: its passes move bindings around and repair them
+    sizes = [s.name for s in t._shape if isinstance(s, NumberProxy)]
+    if not sizes:
+        return False  # nothing to bind: thunder's binding is cheap and keeps its trace as it was
+    defined = defined_in(scopes[-1])
+    return all(name in defined for name in sizes)
+
+
+def _shape(self):
+    if using_symbolic_values() and is_tracing() and (_in_meta() or _bound_already(self)):
+        return self._shape
+    return _original_shape.fget(self)
+
+
+def _in_meta() -> bool:
+    """Inside a prim's meta thunder records nothing (the scope is switched off): ``prims.shape``
+    would return ``t._shape`` after a symbol call's bookkeeping."""
+    scopes = get_tracectx().scopes
+    return bool(scopes) and scopes[-1] is None
+
+
+def install() -> None:
+    global _original_shape
+    if _original_shape is None:
+        _original_shape = TensorProxy.__dict__["shape"]
+        TensorProxy.shape = property(_shape, doc=_original_shape.__doc__)
+        # User code reads ``x.shape`` through thunder's interpreter, which would interpret this
+        # getter's own bookkeeping; it runs opaquely instead, as the ``prims.shape`` symbol does.
+        jit_ext._general_jit_lookaside_map[_shape] = jit_ext.interpreter_needs_wrap(_shape)
+
+
+def uninstall() -> None:
+    global _original_shape
+    if _original_shape is not None:
+        TensorProxy.shape = _original_shape
+        _original_shape = None
+        jit_ext._general_jit_lookaside_map.pop(_shape, None)
+    _indexes.clear()
