@@ -346,7 +346,7 @@ def main() -> None:
     if "tracing" in sections:
         off, on, median_ratio, count = bench_tracing(args.samples)
         print(f"trace construction over {count} opinfo samples: stock {off:.2f} s, metatrace {on:.2f} s, "
-              f"ratio of totals {on / off:.3f}, median per-sample ratio {median_ratio:.3f}  (target <= 1.15)")
+              f"ratio of totals {on / off:.3f}, median per-sample ratio {median_ratio:.3f}  (target <= 1.10)")
     if "prologue" in sections:
         for label, stock, ours in bench_prologue(args.repeats * 5):
             print(f"prologue on a cache hit, {label}: stock {stock * 1e6:.1f} us, metatrace {ours * 1e6:.1f} us, "
