@@ -15,6 +15,8 @@ workloads against stock thunder.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -111,3 +113,55 @@ def test_kv_cache_decoding(enabled, name):
     print(f"{name}: cache misses after each position: {misses}; trace check failures: {len(bad_traces)}")
     assert thunder.cache_misses(jm) <= MAX_COMPILES, f"compiles (cache misses) after each position: {misses}"
     assert not bad_traces, "\n".join(bad_traces)
+
+
+# Guard lines of the forms thunder's own structure and module checks print (explain lists those
+# too): not the relational guards the issue bounds.
+_STRUCTURAL = ("len(", "isinstance(", "self.", "check_")
+
+
+def _relational_guards(entry) -> list[str]:
+    return [g for g in entry.guards if not g.startswith(_STRUCTURAL) and ": rank " not in g]
+
+
+@pytest.fixture(scope="module")
+def llama2_inference_entry():
+    """explain() of the llama2-like inference entry, one entry for T = 8, 16, 32."""
+    with metatrace.enable():
+        model = build("llama2-like")
+        model.eval()
+        jm = thunder.jit(model, cache="symbolic values")
+        with torch.no_grad():
+            for T in (8, 16, 32):
+                idx = training_input(model, T)
+                torch.testing.assert_close(jm(idx), model(idx), atol=1e-5, rtol=1e-5)
+        return thunder.cache_misses(jm), metatrace.explain(jm)
+
+
+def test_inference_entry_serves_every_length(llama2_inference_entry):
+    misses, _ = llama2_inference_entry
+    assert misses == 1
+
+
+def test_inference_entry_has_at_most_15_relational_guards(llama2_inference_entry):
+    _, (entry,) = llama2_inference_entry
+    assert len(_relational_guards(entry)) <= 15, "\n".join(entry.guards)
+
+
+def test_inference_entry_guards_have_no_duplicates(llama2_inference_entry):
+    _, (entry,) = llama2_inference_entry
+    relational = _relational_guards(entry)
+    assert len(set(relational)) == len(relational)
+
+
+def test_inference_entry_guards_have_no_tautologies(llama2_inference_entry):
+    _, (entry,) = llama2_inference_entry
+    tautologies = [g for g in _relational_guards(entry) if re.fullmatch(r"(\S+) (==|<=|>=) \1", g)]
+    assert tautologies == []
+
+
+def test_inference_entry_guards_name_operands_by_source(llama2_inference_entry):
+    # thunder's own proxy names (i63, f29, t5) mean a guard the user cannot read
+    _, (entry,) = llama2_inference_entry
+    unnamed = [g for g in _relational_guards(entry) if re.search(r"\b[itfb]\d+\b", g)]
+    assert unnamed == []
