@@ -37,6 +37,7 @@ from __future__ import annotations
 import builtins
 import functools
 import importlib
+import operator
 from numbers import Number
 from typing import Any
 
@@ -358,8 +359,39 @@ def _randint_meta(original):
 
 
 class _CallableInt(int):
+    """A static product, callable like thunder's. Its arithmetic and comparisons compute on the
+    plain int: a number proxy on the other side (``a.numel % numel``, ``a.numel // numel`` in
+    clang.reshape with a symbolic ``numel``) then gets an ``int``, which the prims' metas accept
+    (their ``tree_flatten`` refuses an int subclass)."""
+
     def __call__(self):
         return int(self)
+
+    __hash__ = int.__hash__
+
+
+def _plain_int_op(op_name: str, reflected: bool = False):
+    op = getattr(operator, op_name)
+    if reflected:
+
+        def method(self, other):
+            return op(other, int(self))
+
+    else:
+
+        def method(self, other):
+            return op(int(self), other)
+
+    method.__name__ = f"__{'r' if reflected else ''}{op_name}__"
+    return method
+
+
+for _name in ("add", "sub", "mul", "floordiv", "truediv", "mod", "pow"):
+    setattr(_CallableInt, f"__{_name}__", _plain_int_op(_name))
+    setattr(_CallableInt, f"__r{_name}__", _plain_int_op(_name, reflected=True))
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(_CallableInt, f"__{_name}__", _plain_int_op(_name))
+del _name
 
 
 class _CallableIntegerProxy(IntegerProxy):
@@ -387,6 +419,12 @@ def _tensor_getattr(self, attr: str, /):
                 return product
     value = _originals[(TensorProxy, "__getattr__")](self, attr)
     if attr != "numel" or callable(value) and isinstance(value, (int, _CallableIntegerProxy)) or not _tracing():
+        return value
+    if isinstance(self._numel, int):
+        # thunder computed the product itself (the tensor was made with constant sizes): its own
+        # answer, a plain int in thunder's clang layer. A _CallableInt there reached the prims
+        # (``a.numel % numel`` in clang.reshape with a symbolic ``numel``: prims.remainder's meta
+        # cannot tree_flatten an int subclass).
         return value
     n = value() if callable(value) and not isinstance(value, NumberProxy) else value
     if isinstance(n, IntegerProxy) and any(n is s for s in self._shape):

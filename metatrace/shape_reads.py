@@ -23,12 +23,17 @@ rewrites a scope in place), so a removed producer is never counted as a definiti
 
 from __future__ import annotations
 
+import functools
+
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.core.pytree import tree_iter
+from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx, is_tracing
 
 _original_shape = None
+_original_call = None
 
 # id(scope) -> _ScopeIndex. Bounded: cleared when it grows past _MAX_SCOPES (an index is only a
 # cache, and each entry holds its scope, so a recycled id is never mistaken for another list).
@@ -68,22 +73,32 @@ def defined_in(scope: list) -> set[str]:
     return index.defined()
 
 
-def _bound_already(t: TensorProxy) -> bool:
-    trace = get_tracectx()
-    scopes = trace.scopes
+# id(scope) -> (scope, {size name: tensor}): sizes read in a composite's scope and not bound there
+# yet. Bounded like _indexes; each entry holds its scope.
+_pending: dict[int, tuple[list, dict]] = {}
+
+
+def _read_in_composite(t: TensorProxy) -> bool:
+    """A read inside a composite's scope: the sizes the scope does not define yet are noted as
+    pending (bound by ``_call`` when a symbol first takes one as an argument); True. False at
+    the top level, whose passes move bindings around and repair them."""
+    scopes = get_tracectx().scopes
     if len(scopes) < 2:
-        return False  # the top level: its passes move bindings around and repair them
-    sizes = [s.name for s in t._shape if isinstance(s, NumberProxy)]
-    if not sizes:
-        return False  # nothing to bind: thunder's binding is cheap and keeps its trace as it was
-    defined = defined_in(scopes[-1])
-    return all(name in defined for name in sizes)
-
-
-def _shape(self):
-    if using_symbolic_values() and is_tracing() and (_in_meta() or _bound_already(self)):
-        return self._shape
-    return _original_shape.fget(self)
+        return False
+    scope = scopes[-1]
+    sizes = [s for s in t._shape if isinstance(s, NumberProxy)]
+    if sizes:
+        defined = defined_in(scope)
+        missing = [s.name for s in sizes if s.name not in defined]
+        if missing:
+            entry = _pending.get(id(scope))
+            if entry is None or entry[0] is not scope:
+                if len(_pending) >= _MAX_SCOPES:
+                    _pending.clear()
+                entry = _pending[id(scope)] = (scope, {})
+            for name in missing:
+                entry[1].setdefault(name, t)
+    return True
 
 
 def _in_meta() -> bool:
@@ -91,6 +106,31 @@ def _in_meta() -> bool:
     would return ``t._shape`` after a symbol call's bookkeeping."""
     scopes = get_tracectx().scopes
     return bool(scopes) and scopes[-1] is None
+
+
+def _shape(self):
+    if using_symbolic_values() and is_tracing() and (_in_meta() or _read_in_composite(self)):
+        return self._shape
+    return _original_shape.fget(self)
+
+
+def _call(self, *args, **kwargs):
+    """``Symbol.__call__``: before a symbol that takes a pending size as an argument joins the
+    scope, thunder's own binding of that size's tensor (``prims.shape``) joins it first."""
+    if _pending:
+        trace = get_tracectx()
+        if trace is not None and len(trace.scopes) >= 2 and (scope := trace.scopes[-1]) is not None:
+            entry = _pending.get(id(scope))
+            if entry is not None and entry[0] is scope and entry[1]:
+                _bind_pending(scope, entry[1], args, kwargs)
+    return _original_call(self, *args, **kwargs)
+
+
+def _bind_pending(scope: list, pending: dict, args, kwargs) -> None:
+    for x in tree_iter((args, kwargs)):
+        if isinstance(x, NumberProxy) and (t := pending.pop(x.name, None)) is not None:
+            if x.name not in defined_in(scope):
+                _original_shape.fget(t)  # prims.shape(t) in this scope: binds all of t's sizes
 
 
 def install() -> None:
@@ -101,6 +141,10 @@ def install() -> None:
         # User code reads ``x.shape`` through thunder's interpreter, which would interpret this
         # getter's own bookkeeping; it runs opaquely instead, as the ``prims.shape`` symbol does.
         jit_ext._general_jit_lookaside_map[_shape] = jit_ext.interpreter_needs_wrap(_shape)
+    global _original_call
+    if _original_call is None:
+        _original_call = Symbol.__call__
+        Symbol.__call__ = functools.wraps(_original_call)(_call)
 
 
 def uninstall() -> None:
@@ -109,4 +153,9 @@ def uninstall() -> None:
         TensorProxy.shape = _original_shape
         _original_shape = None
         jit_ext._general_jit_lookaside_map.pop(_shape, None)
+    global _original_call
+    if _original_call is not None:
+        Symbol.__call__ = _original_call
+        _original_call = None
+    _pending.clear()
     _indexes.clear()
