@@ -47,15 +47,28 @@ _SCAN_LIMIT = 4096
 
 class SizeSources:
     """For ``runtime._bind_sizes``: which tensor argument each size symbol of the running meta's
-    inputs belongs to, and (computed on first need, since most metas record nothing on sizes)
-    the names the recorder's scope already defines."""
+    inputs belongs to, and the names the recorder's scope already defines. Both are computed on
+    first need: most metas record nothing on sizes, and a compile runs thousands of metas."""
 
-    __slots__ = ("by_size", "_recorder", "_bound")
+    __slots__ = ("_args", "_by_size", "_recorder", "_bound")
 
-    def __init__(self, recorder: list, by_size: dict):
-        self.by_size = by_size
+    def __init__(self, recorder: list, args):
+        self._args = args
+        self._by_size: dict | None = None
         self._recorder = recorder
         self._bound: set | None = None
+
+    @property
+    def by_size(self) -> dict:
+        if self._by_size is None:
+            by_size = {}
+            for t in tree_iter(self._args):
+                if isinstance(t, TensorProxy):
+                    for s in t._shape:
+                        if isinstance(s, NumberProxy):
+                            by_size.setdefault(s.name, t)
+            self._by_size = by_size
+        return self._by_size
 
     @property
     def bound(self) -> set:
@@ -63,16 +76,6 @@ class SizeSources:
             recorder = self._recorder
             self._bound = {o.name for b in recorder for o in b.flat_proxy_outs} if len(recorder) < _SCAN_LIMIT else set()
         return self._bound
-
-
-def _size_sources(recorder: list, args, kwargs) -> SizeSources | None:
-    by_size = {}
-    for t in tree_iter((args, kwargs)):
-        if isinstance(t, TensorProxy):
-            for s in t._shape:
-                if isinstance(s, NumberProxy):
-                    by_size.setdefault(s.name, t)
-    return SizeSources(recorder, by_size) if by_size else None
 
 
 def _needed_names(result) -> set[str]:
@@ -151,7 +154,7 @@ def run_recording(meta: Callable, args, kwargs):
         finally:
             RECORDER.reset(token)
     rec_token = RECORDER.set(recorder)
-    sizes_token = SIZE_SOURCES.set(_size_sources(recorder, args, kwargs))
+    sizes_token = SIZE_SOURCES.set(SizeSources(recorder, (args, kwargs)))
     vp_token = VALUE_PROPAGATION.set(not _has_tensor(args, kwargs))
     recorded: list = []
     recorded_token = RECORDED.set(recorded)

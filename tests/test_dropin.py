@@ -654,3 +654,39 @@ def test_isinstance_of_a_closure_number_follows_its_type(enabled):
     torch.testing.assert_close(jf(x), fn(x))
     n = 2.0
     torch.testing.assert_close(jf(x), fn(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# t.numel of a tensor with constant sizes next to symbolic numbers
+# ---------------------------------------------------------------------------------------------
+
+
+def test_reshape_of_a_constant_size_tensor_to_a_symbolic_shape_with_minus_one(enabled):
+    # clang.reshape computes ``a.numel % numel`` and ``a.numel // numel``: the static product
+    # (callable like thunder's) met a symbolic ``numel`` and reached prims.remainder's meta as an
+    # int subclass, which thunder's tree_flatten refused
+    def fn(a, n):
+        z = torch.zeros(4, 2) + a.sum()
+        return z.reshape(2, n, -1)
+
+    a = torch.randn(3)
+    jf = jit_and_compare(fn, [(a, 2), (a, 4), (a, 1)])
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_trace_of_reshape_with_a_proxied_shape(enabled):
+    # thunder.trace() proxies the shape argument (thunder's test_grad builds its op list this way
+    # at import): thunder's own plain int numel stays a plain int in its clang layer
+    a = torch.randn(4, 2, dtype=torch.float64)
+    trc = thunder.trace()(ltorch.reshape, a, (2, -1, 2))
+    assert any(b.sym.name == "reshape" for b in trc.bound_symbols)
+
+
+def test_static_numel_called_and_combined_with_symbolic_numbers(enabled):
+    def fn(a, n):
+        z = torch.zeros(4, 2) + a.sum()
+        return z.numel() % n, n % z.numel(), z.numel() // n, z.numel() == n, a.numel() * n
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for n in (3, 5, 8):
+        assert jf(torch.randn(3), n) == fn(torch.randn(3), n)
