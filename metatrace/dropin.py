@@ -426,11 +426,7 @@ def _tensor_getattr(self, attr: str, /):
         # (``a.numel % numel`` in clang.reshape with a symbolic ``numel``: prims.remainder's meta
         # cannot tree_flatten an int subclass).
         return value
-    n = value() if callable(value) and not isinstance(value, NumberProxy) else value
-    if isinstance(n, IntegerProxy) and any(n is s for s in self._shape):
-        # a 1-d tensor's product is its size (safety_net folds 1 * n): a new number, so that
-        # it can be made callable like the others
-        n = safety_net.unfolded_times_one(n)
+    n = _new_number(self, value() if callable(value) and not isinstance(value, NumberProxy) else value)
     if isinstance(n, int):
         return _CallableInt(n)  # thunder code calls it too: ``a.numel() // v.numel()`` (var's grad)
     if type(n) is IntegerProxy and n.history is None and all(n is not s for s in self._shape):
@@ -445,6 +441,14 @@ def _tensor_getattr(self, attr: str, /):
     return self._numel if callable(self._numel) else value
 
 
+def _new_number(t: TensorProxy, n):
+    """A 1-d tensor's product of sizes is its size (safety_net folds ``1 * n``): as numel it is a
+    new number (``1 * n`` recorded), which a symbol may return and a caller may make callable."""
+    if isinstance(n, IntegerProxy) and any(n is s for s in t._shape):
+        return safety_net.unfolded_times_one(n)
+    return n
+
+
 def _numel_meta(original):
     """``torch.numel(t)`` (``ltorch.numel``) is the product too, not the deferred function."""
 
@@ -452,8 +456,8 @@ def _numel_meta(original):
     def meta(a, /):
         n = original(a)
         if callable(n) and not isinstance(n, (int, NumberProxy)) and _tracing():
-            a.shape  # noqa: B018 - binds the sizes (prims.shape) in this symbol, as metatrace.numel does
-            return n()
+            a.shape  # noqa: B018 - the sizes numel multiplies are bound when the product uses them
+            return _new_number(a, n())
         return n
 
     return meta

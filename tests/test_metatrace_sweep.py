@@ -1,8 +1,9 @@
 """Every opinfo sample (CPU, float32 where supported) under ``cache="symbolic values"``:
 with metatrace enabled the strict checker passes on every trace (prologue, every computation
-stage down to the executed one), and every
-sample that works with stock thunder still works and gives the same result (compared with the
-op's torch reference by the harness). Samples per op: $METATRACE_SWEEP_SAMPLES (harness default).
+stage down to the executed one), and every sample that works with stock thunder under constant
+values (thunder's default cache) works under symbolic values too and gives the same result
+(compared with the op's torch reference by the harness): drop-in. Samples per op:
+$METATRACE_SWEEP_SAMPLES (harness default).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ OPS = sorted({op.name for op, _ in CASES})
 
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, list[tuple[str, str, str, list]]]:
-    """op name -> per sample (stock status, metatrace status, metatrace error, orphans)."""
+    """op name -> per sample (stock constant-values status, metatrace status, metatrace error, orphans)."""
     assert not metatrace.is_enabled()
-    stock = [run_case(op, sample, cache="symbolic values").status for op, sample in CASES]
+    stock = [run_case(op, sample, cache="constant values").status for op, sample in CASES]
     result: dict[str, list] = defaultdict(list)
     with metatrace.enable():
         for (op, sample), stock_status in zip(CASES, stock):
@@ -42,7 +43,7 @@ def outcomes() -> dict[str, list[tuple[str, str, str, list]]]:
 def test_op_under_metatrace(op_name, outcomes):
     for i, (stock, status, error, orphans) in enumerate(outcomes[op_name]):
         if stock == "ok":
-            assert status == "ok", f"sample {i}: stock thunder ok, metatrace {status}: {error}"
+            assert status == "ok", f"sample {i}: stock thunder (constant values) ok, metatrace {status}: {error}"
         if status == "ok":
             assert not orphans, f"sample {i}: {orphans[:3]}"
 

@@ -168,3 +168,14 @@ def test_scope_index_forgets_outputs_of_a_replaced_tail():
     index.defined()
     scope[:] = [scope[0], _Bsym("c")]  # same length, another last bound symbol
     assert index.defined() == {"a", "c"}
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_numel_of_a_one_dimensional_tensor_is_a_defined_number(enabled, n):
+    # the product of one size is the size itself: torch.numel must still return a number the
+    # trace defines (it failed with KeyError in the executor pass)
+    jf = thunder.jit(lambda a: torch.numel(a) * a, cache="symbolic values")
+    a = torch.randn(n)
+    torch.testing.assert_close(jf(a), torch.numel(a) * a)
+    for trace in _all_traces(jf):
+        check_trace(trace)
