@@ -62,10 +62,19 @@ def rename_sizes(bsyms, renames: dict[str, object]) -> None:
     _rename_sizes(bsyms, renames, set())
 
 
+# thunder prints an unused output of a bound symbol as ``_`` (``(_, q, _) = shape(t5)``), so a
+# proxy renamed after a user's ``_`` variable (``_, q, _ = x.shape``) is overwritten by the next
+# such line of the generated program before its use: ``view(t, (_, q, -1))`` then read another
+# size (a wrong shape, or silently wrong data where it fits). Such renames are not applied.
+_PRINTER_NAMES = frozenset({"_"})
+
+
 @functools.wraps(_original)
 def apply_trace_proxy_rename(trace, rename_proxy_swapmap=None, name=None):
-    new_trace = _original(trace, rename_proxy_swapmap, name)
     swapmap = rename_proxy_swapmap if rename_proxy_swapmap is not None else jit_ext.get_jit_ctx()._proxy_swapmap
+    if any(getattr(new, "name", None) in _PRINTER_NAMES for new in swapmap.values()):
+        swapmap = {v: new for v, new in swapmap.items() if getattr(new, "name", None) not in _PRINTER_NAMES}
+    new_trace = _original(trace, swapmap, name)
     # Only renamed numbers can sit in a shape; most functions rename tensors only.
     renames = {v.proxy.name: new for v, new in swapmap.items() if isinstance(v.proxy, NumberProxy)}
     # A renamed input tensor may come with other size symbols than the interpreter gave it
