@@ -52,7 +52,7 @@ _ARITHMETIC = {"__add__": (runtime.add, False), "__radd__": (runtime.add, True),
 _IDENTITIES = {"__mul__": 1, "__rmul__": 1, "__add__": 0, "__radd__": 0, "__sub__": 0}
 
 
-def _in_meta() -> bool:
+def in_meta() -> bool:
     """True while a prim's meta runs: the trace's innermost scope is switched off."""
     trace = get_tracectx()
     return trace is not None and bool(trace.scopes) and trace.scopes[-1] is None
@@ -103,7 +103,7 @@ def _arithmetic(name: str, fn, swapped: bool):
     identity = _IDENTITIES.get(name)
 
     def arithmetic(self, other):
-        if isinstance(other, (int, float, NumberProxy)) and runtime.RECORDER.get() is not None and _in_meta():
+        if isinstance(other, (int, float, NumberProxy)) and runtime.RECORDER.get() is not None and in_meta():
             return fn(other, self) if swapped else fn(self, other)
         if identity is not None and type(other) is int and other == identity and isinstance(self, IntegerProxy):
             if sink.COLLECTOR.get() is not None or runtime.INTERPRETING.get():

@@ -1,24 +1,28 @@
-"""Reading ``t.shape`` binds the sizes once per scope, not once per read.
+"""Reading ``t.shape`` inside thunder's composite symbols binds the sizes only where they are used.
 
 Under symbolic values thunder's ``TensorProxy.shape`` records a ``prims.shape`` bound symbol on
 every read while a trace is live, so that the size symbols it returns are defined where they are
 used (thunder's ``check_trace`` wants every argument bound in its scope). thunder's own clang and
-torch layers read shapes many times per operation: a litgpt layer's first trace has 366 ``shape``
-bound symbols, 80% of which re-bind sizes the same scope already bound. Every later pass
-re-traces each of them (the grad transform, the executor passes), which made them the largest
-single cost of a compile under metatrace.
+torch layers read shapes many times per operation, mostly to compare them
+(``compute_broadcast_shape``): a litgpt layer's first trace had 366 ``shape`` bound symbols, 80%
+of them re-binding sizes the same scope already bound, most of the rest never used as an
+argument. Every later pass re-traces each of them (the grad transform, the executor passes),
+which made them the largest single cost of a compile under metatrace.
 
 While enabled, a read inside one of thunder's composite symbols (a scope below the trace's top
-level) returns the sizes without a new binding when every size symbol of the tensor is already
-defined in that scope, by an earlier binding or producer. The first read in a scope still binds
-them, so every use stays defined. The top level is left alone: its passes (DCE, the
-forward/backward split) move bindings around and repair them (``later_stages``).
+level) records nothing: the sizes its scope does not define yet are *pending* there, and just
+before a symbol that takes a pending size as an argument joins the scope (``Symbol.__call__``),
+thunder's own binding of that size's tensor joins it first. Inside a prim's meta a read returns
+the sizes directly (thunder's ``prims.shape`` records nothing there either). The top level is
+left alone: its passes (DCE, the forward/backward split) move bindings around and repair them
+(``later_stages``).
 
-Invariant: a read that skips the binding returns exactly what ``prims.shape`` would
-(``shape_meta`` is ``t._shape``), and only when each size symbol in it is an output of a bound
-symbol already in the current scope. The index of a scope's outputs is extended incrementally
-and rebuilt when the scope was shortened or its tail replaced (``recording.prune_unused``
-rewrites a scope in place), so a removed producer is never counted as a definition.
+Invariant: a read returns exactly what ``prims.shape`` would (``shape_meta`` is ``t._shape``), and
+every size a symbol of a composite takes as an argument is an output of a bound symbol before it
+in that scope (or comes from the composite's own arguments). The index of a scope's outputs is
+extended incrementally and rebuilt when the scope was shortened or its tail replaced
+(``recording.prune_unused`` rewrites a scope in place), so a removed producer is never counted
+as a definition.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 from thunder.core.pytree import tree_iter
 from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx, is_tracing
+
+from metatrace.safety_net import in_meta
 
 _original_shape = None
 _original_call = None
@@ -101,15 +107,8 @@ def _read_in_composite(t: TensorProxy) -> bool:
     return True
 
 
-def _in_meta() -> bool:
-    """Inside a prim's meta thunder records nothing (the scope is switched off): ``prims.shape``
-    would return ``t._shape`` after a symbol call's bookkeeping."""
-    scopes = get_tracectx().scopes
-    return bool(scopes) and scopes[-1] is None
-
-
 def _shape(self):
-    if using_symbolic_values() and is_tracing() and (_in_meta() or _read_in_composite(self)):
+    if using_symbolic_values() and is_tracing() and (in_meta() or _read_in_composite(self)):
         return self._shape
     return _original_shape.fget(self)
 
@@ -121,8 +120,10 @@ def _call(self, *args, **kwargs):
         trace = get_tracectx()
         if trace is not None and len(trace.scopes) >= 2 and (scope := trace.scopes[-1]) is not None:
             entry = _pending.get(id(scope))
-            if entry is not None and entry[0] is scope and entry[1]:
+            if entry is not None and entry[0] is scope:
                 _bind_pending(scope, entry[1], args, kwargs)
+                if not entry[1] and _pending.get(id(scope)) is entry:
+                    del _pending[id(scope)]  # nothing left to bind (the binding's own call may have removed it)
     return _original_call(self, *args, **kwargs)
 
 
