@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import thunder
 from thunder.core.compile_data import _compile_data
 
-from metatrace.registry import PROGRAMS
+from metatrace.registry import EXPECTED, PROGRAMS
 
 recompile_logger = logging.getLogger("metatrace.recompiles")
 
@@ -65,6 +65,8 @@ def _entry_guard_texts(prologue_trace) -> list[str]:
         if name == "metatrace_guards":
             program = PROGRAMS.get(bsym.args[0])
             texts.extend(program.texts if program is not None else [f"guard program {bsym.args[0]} (not loaded)"])
+        elif name == "metatrace_structure" and hasattr(EXPECTED.get(bsym.args[0]), "text"):
+            texts.append(EXPECTED[bsym.args[0]].text)  # metatrace.value_checks
         elif name in ("check_number_type_and_value", "check_string_value", "check_literal_like", "check_len"):
             subject, value = bsym.args[0], bsym.args[1]
             subject_name = getattr(subject, "name", repr(subject))

@@ -7,7 +7,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_hooks, later_stages, module_state, numel, pyexec, readable, renames, safety_net, shape_reads, thunderfx
+from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_hooks, later_stages, module_state, numel, pyexec, python_values, readable, renames, safety_net, shape_reads, thunderfx
 from metatrace.codegen import prim_symbols
 from metatrace.explain import configure_from_environment
 from metatrace.loader import load
@@ -210,6 +210,7 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
             jit_hooks.install()
             grad_guards.install()
             module_state.install()
+            python_values.install()
             clang_math.install()
             later_stages.install()
             numel.install()
@@ -234,6 +235,7 @@ def _restore(installed: _Installed) -> None:
     jit_hooks.uninstall()
     grad_guards.uninstall()
     module_state.uninstall()
+    python_values.uninstall()
     clang_math.uninstall()
     later_stages.uninstall()
     numel.uninstall()

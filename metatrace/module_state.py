@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 
+import thunder.clang as clang
 import thunder.core.jit_ext as jit_ext
 import thunder.core.proxies as proxies
 import torch
@@ -94,6 +95,11 @@ def proxify(self, value):
     p = _original_proxify(self, value)
     if isinstance(p, NumberProxy) and proxies.using_symbolic_values() and read_from_module(value.provenance):
         p.constraint = CONSTRAINT.STATIC
+        # thunder checks a static number only when the computation takes it as an input; one
+        # that only decided a branch (``if self.training``, ``x[:2] if self.flag else x``) was
+        # checked nowhere, and ``model.eval()`` reused the training entry. Checked here, as
+        # thunder's constant-values cache does for every number it proxies.
+        self.add_constraint((clang.check_number_type_and_value, p, p.value))
     dropin.note_number_leaf(self, value, p)  # its type is checked in the prologue (metatrace.structure)
     return p
 

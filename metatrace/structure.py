@@ -61,6 +61,10 @@ class NumberTypes(tuple):
 
 def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
     expected = EXPECTED[structure_id]
+    if hasattr(expected, "matches"):  # metatrace.value_checks.ExpectedValue
+        if not expected.matches(value):
+            raise StructureMismatch(f"value changed: expected {expected.text}")
+        return
     if type(expected) is NumberTypes:
         if len(expected) != 1 + len(aliased) or any(
             type(v) is not t for v, t in zip((value, *aliased), expected)

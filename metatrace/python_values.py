@@ -1,0 +1,368 @@
+"""Python values in user code: what thunder's interpreter bakes in without a guard.
+
+thunder's interpreter runs Python builtins opaquely on the unwrapped values. Under
+``cache="symbolic values"`` that bakes in whatever the builtin returned: ``max(l)`` of a list
+argument was a plain ``2`` with no guard on ``l`` (its elements were never read through the
+interpreter, so never proxied), ``str(n)`` of a number proxy was ``'i1=2'``, ``type(n)`` was
+``IntegerProxy``. While metatrace is enabled, in user code:
+
+- ``max``, ``min``, ``sum``, ``sorted``, ``all``, ``math.prod`` over a container are interpreted
+  as the Python functions they are (``_py_*`` below): every element is read through the
+  interpreter (a symbolic number, guarded by type), every comparison is a guarded relation, so
+  one entry serves every list on the same side of each comparison. A container larger than
+  ``INTERPRET_LIMIT`` is not walked element by element: it gets one prologue check of its
+  contents (``metatrace.value_checks``) and the builtin runs on it as is.
+- ``str``, ``repr``, ``ascii``, ``format`` (and so f-strings) and ``hash`` of a number proxy
+  see the number itself: its value is baked in with an equality guard (a string has no
+  symbolic form). ``type(n)`` is the number's Python type (the prologue checks input number
+  types; a derived number's type follows from them).
+- Values the trace reads from the function's globals, closures, defaults and modules that are
+  not numbers or tensors (a dtype, an enum, a list mutated in place, a callable attribute) get
+  a prologue check of their contents (``metatrace.value_checks``), through thunder's wrap
+  callback, which sees every value the interpreter reads.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+import types
+from typing import Any
+
+import thunder.core.jit_ext as jit_ext
+import torch
+from thunder.core.interpreter import (
+    INTERPRETER_CALLBACKS,
+    INTERPRETER_SIGNALS,
+    ProvenanceRecord,
+    PseudoInst,
+    WrappedValue,
+    _interpret_call,
+    interpreter_needs_wrap,
+    wrap,
+    wrap_const,
+)
+from thunder.core.proxies import NumberProxy, Proxy
+
+from metatrace import sink
+from metatrace.value_checks import CONTAINER_TYPES, add_value_check
+
+# Containers up to this length are walked element by element (symbolic elements, relational
+# guards); longer ones are checked by contents in one prologue operation.
+INTERPRET_LIMIT = 64
+
+_originals: dict[Any, Any] = {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Builtins over containers, as the Python functions they are (interpreted by thunder)
+# ---------------------------------------------------------------------------------------------
+
+
+def _py_extreme(is_max, args, kwargs):
+    key = kwargs.get("key", None)
+    if len(args) == 1:
+        items = iter(args[0])
+    elif len(args) == 0:
+        raise TypeError(("max" if is_max else "min") + " expected at least 1 argument, got 0")
+    else:
+        if "default" in kwargs:
+            raise TypeError("Cannot specify a default for " + ("max()" if is_max else "min()") + " with multiple positional arguments")
+        items = iter(args)
+    found = False
+    best = None
+    best_key = None
+    for item in items:
+        k = item if key is None else key(item)
+        if not found:
+            best, best_key, found = item, k, True
+        elif is_max:
+            if k > best_key:
+                best, best_key = item, k
+        elif k < best_key:
+            best, best_key = item, k
+    if not found:
+        if "default" in kwargs:
+            return kwargs["default"]
+        raise ValueError(("max" if is_max else "min") + "() iterable argument is empty")
+    return best
+
+
+def _py_max(*args, **kwargs):
+    return _py_extreme(True, args, kwargs)
+
+
+def _py_min(*args, **kwargs):
+    return _py_extreme(False, args, kwargs)
+
+
+def _py_sum(iterable, /, start=0):
+    total = start
+    for item in iterable:
+        total = total + item
+    return total
+
+
+def _py_prod(iterable, /, *, start=1):
+    total = start
+    for item in iterable:
+        total = total * item
+    return total
+
+
+def _py_all(iterable, /):
+    for item in iterable:
+        if not item:
+            return False
+    return True
+
+
+def _py_sorted(iterable, /, *, key=None, reverse=False):
+    # Stable insertion sort with ``<`` only, as CPython's list.sort compares; ``reverse`` keeps
+    # stability the way CPython does it (reverse, sort, reverse).
+    items = list(iterable)
+    if reverse:
+        items.reverse()
+    keys = [item if key is None else key(item) for item in items]
+    out_items = []
+    out_keys = []
+    for i in range(len(items)):
+        k = keys[i]
+        j = len(out_keys)
+        while j > 0 and k < out_keys[j - 1]:
+            j -= 1
+        # (thunder's interpreter has no list.insert: concatenation instead)
+        out_items = out_items[:j] + [items[i]] + out_items[j:]
+        out_keys = out_keys[:j] + [k] + out_keys[j:]
+    if reverse:
+        out_items.reverse()
+    return out_items
+
+
+_PY_BUILTINS = {max: _py_max, min: _py_min, sum: _py_sum, sorted: _py_sorted, all: _py_all, math.prod: _py_prod}
+
+
+def _large_inputs(args) -> list[WrappedValue]:
+    """The container arguments too long to walk element by element."""
+    return [a for a in args if type(a.value) in CONTAINER_TYPES and len(a.value) > INTERPRET_LIMIT]
+
+
+def _builtin_lookaside(fn):
+    py_fn = _PY_BUILTINS[fn]
+    opaque = interpreter_needs_wrap(fn)
+
+    def lookaside(*args, **kwargs):
+        if sink.COLLECTOR.get() is None:
+            return opaque(*args, **kwargs)  # thunder's own behaviour (constant values, no metatrace trace)
+        large = _large_inputs(args)
+        if large:
+            ctx = jit_ext.get_jit_ctx()
+            for a in large:
+                if jit_ext.should_register_for_prologue(a.provenance):
+                    add_value_check(ctx, a.provenance, a.value, f"{fn.__name__}() over {len(a.value)} elements")
+            if not any(_holds_proxies(a.value) for a in args):
+                return opaque(*args, **kwargs)
+        return _interpret_call(py_fn, *args, **kwargs)
+
+    lookaside.__name__ = f"metatrace_{fn.__name__}_lookaside"
+    return lookaside
+
+
+def _holds_proxies(x) -> bool:
+    if isinstance(x, Proxy):
+        return True
+    if type(x) in (list, tuple, set, frozenset):
+        return any(isinstance(e, Proxy) for e in x)
+    if type(x) is dict:
+        return any(isinstance(e, Proxy) for e in x.values())
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers seen as text, hashes and types
+# ---------------------------------------------------------------------------------------------
+
+
+def _concrete(x, why: str):
+    """``x`` with every number proxy in it replaced by its value, each guarded by equality."""
+    if isinstance(x, NumberProxy):
+        sink.static(x, x.value, why)
+        return x.value
+    if type(x) in (list, tuple):
+        return type(x)(_concrete(e, why) for e in x)
+    if type(x) is dict:
+        return {k: _concrete(v, why) for k, v in x.items()}
+    return x
+
+
+def _has_number_proxy(x) -> bool:
+    if isinstance(x, NumberProxy):
+        return True
+    if type(x) in (list, tuple):
+        return any(_has_number_proxy(e) for e in x)
+    if type(x) is dict:
+        return any(_has_number_proxy(e) for e in x.values())
+    return False
+
+
+def _as_value_lookaside(fn, why: str, fallback):
+    """``fn(x, ...)`` on the numbers' values (guarded) when an argument holds a number proxy."""
+
+    def lookaside(*args, **kwargs):
+        if sink.COLLECTOR.get() is not None and any(_has_number_proxy(a.value) for a in args):
+            uargs = [_concrete(a.value, why) for a in args]
+            ukwargs = {k: _concrete(v.value, why) for k, v in kwargs.items()}
+            res = fn(*uargs, **ukwargs)
+            pr = ProvenanceRecord(PseudoInst.OPAQUE, inputs=[wrap_const(fn).provenance, *(a.provenance for a in args)])
+            return wrap(res, provenance=pr)
+        return fallback(*args, **kwargs)
+
+    lookaside.__name__ = f"metatrace_{getattr(fn, '__name__', 'fn')}_lookaside"
+    return lookaside
+
+
+def _str_fallback(*args, **kwargs):
+    # str is a type: without a lookaside the interpreter calls it through type.__call__
+    from thunder.core.interpreter import _type_call_lookaside
+
+    return _type_call_lookaside(wrap_const(str), *args, **kwargs)
+
+
+def _called_from_thunder() -> bool:
+    """The interpreted frame calling is thunder's (its interpreter's own Python implementations
+    of builtins ask ``type(x)`` of a proxy for its dunder methods) or metatrace's."""
+    from thunder.core.interpreter import get_interpreterruntimectx
+
+    try:
+        filename = get_interpreterruntimectx().frame_stack[-1].code.co_filename
+    except (LookupError, IndexError, AttributeError):
+        return True
+    return "/thunder/" in filename or "/metatrace/" in filename
+
+
+def _type_lookaside(*args, **kwargs):
+    if len(args) == 1 and not kwargs and isinstance(args[0].value, NumberProxy) and not _called_from_thunder():
+        python_type = getattr(args[0].value, "python_type", None)
+        if python_type in (bool, int, float, complex):
+            pr = ProvenanceRecord(PseudoInst.OPAQUE, inputs=[wrap_const(type).provenance, args[0].provenance])
+            return wrap(python_type, provenance=pr)
+    return _originals["type"](*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Values read from globals, closures, defaults and modules (thunder's wrap callback)
+# ---------------------------------------------------------------------------------------------
+
+_CHECKED_LEAVES = (torch.dtype, torch.layout, torch.memory_format, type(None), range, bytes, frozenset, set)
+_SKIPPED_MEMBER_DICTS = frozenset({"_parameters", "_buffers", "__dict__"})
+
+
+def _rooted_in_arguments(pr: ProvenanceRecord) -> bool:
+    while pr.inputs and pr.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR):
+        pr = pr.inputs[0]
+    return pr.inst in (PseudoInst.INPUT_ARGS, PseudoInst.INPUT_KWARGS)
+
+
+def _read_from_module_instance(pr: ProvenanceRecord) -> bool:
+    """``module.attr`` (an attribute lookup on a module object)."""
+    return (
+        pr.inst is PseudoInst.LOAD_ATTR
+        and len(pr.inputs) == 2
+        and bool(pr.inputs[0].ext_flag & jit_ext.EXT_FLAG_IS_MODULE)
+    )
+
+
+def _attribute_name(pr: ProvenanceRecord):
+    if pr.inst in (PseudoInst.LOAD_ATTR, PseudoInst.BINARY_SUBSCR) and len(pr.inputs) == 2:
+        key = pr.inputs[1]
+        if key.inst is PseudoInst.CONSTANT:
+            return key.value
+    return None
+
+
+def needs_value_check(value: WrappedValue) -> bool:
+    """A value the trace may bake in, read from outside the call's arguments (the arguments'
+    structure and leaves are ``metatrace.structure``'s), whose provenance the prologue replays."""
+    u = value.value
+    t = type(u)
+    pr = value.provenance
+    if isinstance(u, (Proxy, torch.Tensor, torch.nn.Module, types.ModuleType, type)):
+        return False
+    if t in CONTAINER_TYPES and t not in (set, frozenset):
+        if _attribute_name(pr) in _SKIPPED_MEMBER_DICTS:
+            return False  # parameters and buffers: thunder checks each tensor it reads
+    elif t in _CHECKED_LEAVES or isinstance(u, enum.Enum):
+        pass
+    elif isinstance(u, (types.FunctionType, types.BuiltinFunctionType, functools.partial)):
+        # A function stored on a module instance (``self.act = F.gelu``): replaced, the trace
+        # would still call the old one. Functions reached through modules of code are not.
+        if not _read_from_module_instance(pr):
+            return False
+    else:
+        return False
+    if pr.ext_flag & jit_ext.EXT_FLAG_IS_TENSOR_PROXY:
+        return False
+    return _rooted_in_prologue(pr) and not _rooted_in_arguments(pr)
+
+
+def _rooted_in_prologue(pr: ProvenanceRecord) -> bool:
+    try:
+        return jit_ext.should_register_for_prologue(pr)
+    except Exception:
+        return False
+
+
+def _wrap_callback(value: WrappedValue):
+    res = _originals["wrap_callback"](value)
+    if sink.COLLECTOR.get() is not None and needs_value_check(value):
+        try:
+            ctx = jit_ext.get_jit_ctx()
+        except LookupError:
+            return res
+        add_value_check(ctx, value.provenance, value.value, "read by the trace")
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# install / uninstall
+# ---------------------------------------------------------------------------------------------
+
+_AS_VALUE = {str: "str()", repr: "repr()", ascii: "ascii()", format: "format()", hash: "hash()"}
+
+
+def install() -> None:
+    if _originals:
+        return
+    lookasides = jit_ext._general_jit_lookaside_map
+    for fn in (*_PY_BUILTINS, *_AS_VALUE, type):
+        _originals[fn] = lookasides.get(fn, _MISSING)
+    for fn in _PY_BUILTINS:
+        lookasides[fn] = _builtin_lookaside(fn)
+    for fn, why in _AS_VALUE.items():
+        fallback = _str_fallback if fn is str else interpreter_needs_wrap(fn)
+        lookasides[fn] = _as_value_lookaside(fn, why, fallback)
+    from thunder.core.interpreter import _default_lookaside_map
+
+    _originals["type"] = _default_lookaside_map[type]
+    lookasides[type] = _type_lookaside
+    callbacks = jit_ext.general_jit_callbacks
+    _originals["wrap_callback"] = callbacks[INTERPRETER_CALLBACKS.WRAP_CALLBACK]
+    callbacks[INTERPRETER_CALLBACKS.WRAP_CALLBACK] = _wrap_callback
+
+
+_MISSING = object()
+
+
+def uninstall() -> None:
+    if not _originals:
+        return
+    lookasides = jit_ext._general_jit_lookaside_map
+    for fn in (*_PY_BUILTINS, *_AS_VALUE, type):
+        original = _originals.get(fn, _MISSING)
+        if original is _MISSING:
+            lookasides.pop(fn, None)
+        else:
+            lookasides[fn] = original
+    jit_ext.general_jit_callbacks[INTERPRETER_CALLBACKS.WRAP_CALLBACK] = _originals["wrap_callback"]
+    _originals.clear()

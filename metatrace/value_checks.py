@@ -1,0 +1,206 @@
+"""Prologue checks of Python values that are not numbers: by contents, never by identity.
+
+A trace bakes in every Python value it reads that thunder does not proxy: a dtype read from a
+global (``x.to(DT)``), a list reached through a closure, a module attribute that is an enum or a
+tuple. thunder's symbolic-values prologue checks none of them, so rebinding the global or
+mutating the list in place reused an entry built for the old value. While metatrace is enabled,
+every such value whose provenance the prologue can replay (it is read from the jitted function's
+globals, closures, defaults or module, not computed inside) gets one check of its contents:
+
+- leaves (``str``, ``bool``, ``None``, dtypes, devices, layouts, memory formats, enums, ranges)
+  compare by type and value;
+- containers (``list``, ``tuple``, ``dict``, ``set``) compare their structure and every leaf in
+  one check (one prologue operation however many elements), floats exactly (``repr``: NaN equals
+  NaN, ``-0.0`` differs from ``0.0``), tensors and modules by kind only (thunder's own checks
+  cover a tensor's metadata; a module's state is checked through its own reads);
+- anything else (functions, user objects) by identity of the object, held weakly where it can be.
+
+The check runs as ``metatrace_structure(id, value)`` in the prologue (``metatrace.structure``'s
+operator); ``metatrace.explain`` prints it as ``<source> == <value>`` with the reason.
+"""
+
+from __future__ import annotations
+
+import enum
+import weakref
+from typing import Any
+
+import torch
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst
+from thunder.core.proxies import Proxy
+
+from metatrace.registry import EXPECTED, new_id, structure_symbol
+
+LEAF_TYPES = (str, bool, int, float, complex, type(None), type(Ellipsis), torch.dtype, torch.device, torch.layout,
+              torch.memory_format, range, bytes)
+CONTAINER_TYPES = (list, tuple, dict, set, frozenset)
+# Above this many elements a snapshot is not taken: the value is pinned by identity and length
+# (still correct for rebinding; an in-place change of such a container keeps its identity and
+# is caught by the length only).
+MAX_SNAPSHOT = 4096
+
+
+class _Identity:
+    """An object compared by identity, held weakly where the type allows it (no entry keeps a
+    user's object alive)."""
+
+    __slots__ = ("ref", "ident", "type_name")
+
+    def __init__(self, obj: Any):
+        self.ident = id(obj)
+        self.type_name = type(obj).__qualname__
+        try:
+            self.ref = weakref.ref(obj)
+        except TypeError:
+            self.ref = None  # not weakly referenceable: compared by id (the object is kept by its owner)
+
+    def matches(self, obj: Any) -> bool:
+        if self.ref is not None:
+            return self.ref() is obj
+        return id(obj) == self.ident
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name} object>"
+
+
+def snapshot(x: Any, budget: list[int] | None = None) -> Any:
+    """A comparable description of ``x``'s contents (see the module docstring)."""
+    if budget is None:
+        budget = [MAX_SNAPSHOT]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise OverflowError("value too large to snapshot")
+    t = type(x)
+    if t is float or t is complex:
+        return (t.__name__, repr(x))
+    if t in LEAF_TYPES:
+        return (t.__name__, x)
+    if isinstance(x, enum.Enum):
+        return (t.__qualname__, x.name)
+    if t in (list, tuple):
+        return (t.__name__, tuple(snapshot(e, budget) for e in x))
+    if t is dict:
+        return ("dict", tuple((snapshot(k, budget), snapshot(v, budget)) for k, v in x.items()))
+    if t in (set, frozenset):
+        return (t.__name__, frozenset(snapshot(e, budget) for e in x))
+    if isinstance(x, torch.Tensor):
+        return ("tensor",)
+    if isinstance(x, torch.nn.Module):
+        return ("module", t.__qualname__)
+    return ("object", _IdentityKey(x))
+
+
+class _IdentityKey:
+    """Inside a snapshot: equal to another key of the same object."""
+
+    __slots__ = ("identity",)
+
+    def __init__(self, obj: Any):
+        self.identity = _Identity(obj)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, _IdentityKey):
+            return False
+        ref = other.identity.ref() if other.identity.ref is not None else None
+        if ref is not None:
+            return self.identity.matches(ref)
+        return self.identity.ident == other.identity.ident and self.identity.ref is None
+
+    def __hash__(self) -> int:
+        return self.identity.ident
+
+    def __repr__(self) -> str:
+        return repr(self.identity)
+
+
+class ExpectedValue:
+    """An expected value in ``metatrace.registry.EXPECTED``: checked by ``matches``."""
+
+    __slots__ = ("expected", "text", "length")
+
+    def __init__(self, value: Any, text: str):
+        self.text = text
+        try:
+            self.expected = snapshot(value)
+            self.length = None
+        except OverflowError:
+            self.expected = _Identity(value)
+            self.length = len(value) if hasattr(value, "__len__") else None
+
+    def matches(self, value: Any) -> bool:
+        if isinstance(self.expected, _Identity):
+            return self.expected.matches(value) and (self.length is None or len(value) == self.length)
+        try:
+            return snapshot(value) == self.expected
+        except OverflowError:
+            return False
+
+
+class ValueConstraint:
+    """A prologue constraint: thunder calls it with the proxy that unpacks the value."""
+
+    def __init__(self, value_id: str):
+        self.value_id = value_id
+
+    def __call__(self, value_proxy):
+        structure_symbol()(self.value_id, value_proxy)
+
+
+def source_text(history, depth: int = 0) -> str:
+    """``G``, ``self.mode``, ``fn.__defaults__[0]``: how the value is read, for explain()."""
+    if not isinstance(history, ProvenanceRecord) or depth > 12:
+        return "<value>"
+    inst = history.inst
+    if inst is PseudoInst.INPUT_FN:
+        return "self"
+    if inst in (PseudoInst.LOAD_ATTR, PseudoInst.BINARY_SUBSCR) and len(history.inputs) == 2:
+        base, key = source_text(history.inputs[0], depth + 1), history.inputs[1]
+        k = key.value if key.inst is PseudoInst.CONSTANT else "?"
+        if base == "self" and k == "__globals__":
+            return "globals()"
+        if base == "self" and k == "__closure__":
+            return "closure"
+        if base == "globals()" and isinstance(k, str):
+            return k
+        if history.inst is PseudoInst.LOAD_ATTR:
+            return f"{base}.{k}"
+        return f"{base}[{k!r}]"
+    if inst is PseudoInst.OPAQUE and history.inputs:
+        return source_text(history.inputs[-1], depth + 1)
+    return "<value>"
+
+
+def add_value_check(ctx, provenance: ProvenanceRecord, value: Any, why: str) -> None:
+    """Adds a prologue check that the value read through ``provenance`` has ``value``'s contents.
+    Once per provenance and trace (``ctx._metatrace_value_checks``)."""
+    checked = getattr(ctx, "_metatrace_value_checks", None)
+    if checked is None:
+        checked = ctx._metatrace_value_checks = set()
+    key = _provenance_key(provenance)
+    if key in checked:
+        return
+    checked.add(key)
+    value_id = new_id("v")
+    source = source_text(provenance)
+    EXPECTED[value_id] = ExpectedValue(value, f"{source} == {_short_repr(value)} ({why})")
+    from thunder.core.trace import tracectx
+
+    with tracectx(ctx.computation_trace):
+        proxy = Proxy(prefix="value", history=provenance)
+    ctx.add_constraint((ValueConstraint(value_id), proxy))
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _provenance_key(pr: ProvenanceRecord, depth: int = 0) -> Any:
+    if depth > 24:
+        return id(pr)
+    value = pr.value if pr.inst is PseudoInst.CONSTANT else None
+    try:
+        hash(value)
+    except TypeError:
+        value = id(value)
+    return (pr.inst, value, tuple(_provenance_key(i, depth + 1) for i in pr.inputs))
