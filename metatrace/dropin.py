@@ -265,8 +265,54 @@ def _floor_divide(a, b):
         and complex not in (pyexec.number_type(a), pyexec.number_type(b))
         and _tracing()
     ):
+        a, b = safety_net.bool_as_int(a), safety_net.bool_as_int(b)
+        if float in (pyexec.number_type(a), pyexec.number_type(b)):
+            # float // int is a float in Python; py_floordiv's meta wants one number type
+            a, b = _as_float(a), _as_float(b)
         return prims.py_floordiv(a, b)
     return _originals["floor_divide"](a, b)
+
+
+def _as_float(x):
+    if isinstance(x, NumberProxy):
+        return x if x.python_type is float else prims.convert_element_type(x, float)
+    return float(x)
+
+
+def _unary_on_bool(name: str):
+    """``-b``, ``+b``, ``abs(b)``, ``~b`` of a bool number are the int operations (``-True`` is -1);
+    thunder's prims keep the bool type and fail their output check."""
+
+    def method(self):
+        original = _originals[(NumberProxy, name)]
+        if not _tracing():
+            return original(self)
+        if getattr(self, "python_type", None) is bool:
+            self = prims.convert_element_type(self, int)
+            if name == "__pos__":
+                return self
+        if name == "__pos__" and getattr(self, "python_type", None) in (int, float, complex):
+            return self  # +n is n (thunder resolves no "pos" method for numbers)
+        return original(self)
+
+    method.__name__ = name
+    return method
+
+
+def _shift(name: str, reflected: bool):
+    """``<<`` and ``>>`` on integers (thunder 0.2.6 raises NotImplementedError): Python's operator
+    itself, run by the python executor (``metatrace.pyexec``)."""
+
+    def method(self, other):
+        a, b = (other, self) if reflected else (self, other)
+        if not (_tracing() and _is_integer(a) and _is_integer(b)):
+            return _originals[(NumberProxy, name)](self, other)
+        return pyexec.py_op(name.strip("_").lstrip("r") if reflected else name.strip("_"))(
+            safety_net.bool_as_int(a), safety_net.bool_as_int(b)
+        )
+
+    method.__name__ = name
+    return method
 
 
 def _where(pred, a, b):
@@ -550,6 +596,14 @@ def _methods() -> list[tuple[type, str, Any]]:
         (NumberProxy, "__pow__", _pow_method),
         (NumberProxy, "__rpow__", _rpow_method),
         (TensorProxy, "__getattr__", _tensor_getattr),
+        (NumberProxy, "__neg__", _unary_on_bool("__neg__")),
+        (NumberProxy, "__pos__", _unary_on_bool("__pos__")),
+        (NumberProxy, "__abs__", _unary_on_bool("__abs__")),
+        (NumberProxy, "__invert__", _unary_on_bool("__invert__")),
+        (NumberProxy, "__lshift__", _shift("__lshift__", False)),
+        (NumberProxy, "__rlshift__", _shift("__rlshift__", True)),
+        (NumberProxy, "__rshift__", _shift("__rshift__", False)),
+        (NumberProxy, "__rrshift__", _shift("__rrshift__", True)),
     ]
 
 

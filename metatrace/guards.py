@@ -147,6 +147,14 @@ def exact(value: Any) -> Any:
     return value
 
 
+_ORDERED = frozenset({"lt", "le", "gt", "ge"})
+
+
+def _is_nan(x: Any) -> bool:
+    v = x.value if isinstance(x, NumberProxy) else x
+    return isinstance(v, (float, complex)) and v != v
+
+
 @dataclass
 class GuardCollector:
     """Receives the concretizations of one trace (see metatrace.sink)."""
@@ -158,6 +166,14 @@ class GuardCollector:
     _data_sources: dict[str, Any] = field(default_factory=dict)
 
     def relation(self, op: str, lhs: Any, rhs: Any, value: bool) -> None:
+        if not value and op in _ORDERED:
+            nan = next((side for side in (lhs, rhs) if _is_nan(side)), None)
+            if nan is not None:
+                # An ordered comparison with NaN is False, and its negation (``f <= 0.5`` for
+                # ``not f > 0.5``) is False too: the guard is ``f != f`` (f is NaN), which is
+                # exactly where every ordered comparison of f is False.
+                self._add(Guard("ne", nan, nan, "branch"))
+                return
         if not value:
             op = NEGATION[op]
         self._add(Guard(op, lhs, rhs, "branch"))
@@ -346,6 +362,10 @@ def normalize(guard: Guard, producers: dict[str, Any]) -> Guard:
     ):
         op = _COMPARISONS[bsym.sym.id]
         lhs, rhs = bsym.flat_args[0], bsym.flat_args[1]
+        nan = next((side for side in (lhs, rhs) if _is_nan(side)), None)
+        if guard.op == "eq" and op in _ORDERED and nan is not None:
+            # ``not (f > 0.5)`` with f NaN is not ``f <= 0.5``: guarded as ``f != f`` (f is NaN)
+            return Guard("ne", nan, nan, guard.why)
         guard = Guard(op if guard.op == "ne" else NEGATION[op], lhs, rhs, guard.why)
     if not isinstance(guard.lhs, NumberProxy) and isinstance(guard.rhs, NumberProxy):
         guard = Guard(MIRROR[guard.op], guard.rhs, guard.lhs, guard.why)  # 1 <= i -> i >= 1

@@ -124,6 +124,8 @@ _PY_OPS = {
     "round_digits": (_round_digits, lambda x, n: int if number_type(x) in (bool, int) else float),
     "pow_int": (operator.pow, lambda a, b: int),
     "pow_float": (lambda a, b: float(operator.pow(a, b)), lambda a, b: float),
+    "lshift": (operator.lshift, lambda a, b: int),
+    "rshift": (operator.rshift, lambda a, b: int),
 }
 _py_symbols: dict = {}
 

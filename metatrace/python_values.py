@@ -255,7 +255,9 @@ def _type_lookaside(*args, **kwargs):
 # ---------------------------------------------------------------------------------------------
 
 _CHECKED_LEAVES = (torch.dtype, torch.layout, torch.memory_format, type(None), range, bytes, frozenset, set)
-_SKIPPED_MEMBER_DICTS = frozenset({"_parameters", "_buffers", "__dict__"})
+# Namespaces, not values: the trace reads single entries of them, and each entry read is checked
+# on its own. Parameters and buffers: thunder checks each tensor it reads.
+_SKIPPED_MEMBER_DICTS = frozenset({"_parameters", "_buffers", "__dict__", "__globals__", "__builtins__", "__closure__"})
 
 
 def _rooted_in_arguments(pr: ProvenanceRecord) -> bool:

@@ -97,6 +97,21 @@ def _reads_tensor_data(collector, *operands) -> bool:
     return source is not None and any(isinstance(x, NumberProxy) and source(x) is not None for x in operands)
 
 
+def is_bool_number(x) -> bool:
+    """A Python bool, or a number proxy standing for one (a comparison's result)."""
+    return type(x) is bool or (isinstance(x, NumberProxy) and getattr(x, "python_type", None) is bool)
+
+
+def bool_as_int(x):
+    """Python's arithmetic on a bool is on the int it is (``True + True`` is 2, ``-True`` is -1):
+    thunder's number prims keep the bool type instead (``(n > 0) + (n > 1)`` was True)."""
+    if type(x) is bool:
+        return int(x)
+    if isinstance(x, NumberProxy) and getattr(x, "python_type", None) is bool:
+        return prims.convert_element_type(x, int)
+    return x
+
+
 def _arithmetic(name: str, fn, swapped: bool):
     original = getattr(NumberProxy, name)
 
@@ -105,7 +120,17 @@ def _arithmetic(name: str, fn, swapped: bool):
     def arithmetic(self, other):
         if isinstance(other, (int, float, NumberProxy)) and runtime.RECORDER.get() is not None and in_meta():
             return fn(other, self) if swapped else fn(self, other)
-        if identity is not None and type(other) is int and other == identity and isinstance(self, IntegerProxy):
+        if (is_bool_number(self) or is_bool_number(other)) and isinstance(other, (int, float, NumberProxy)):
+            if get_tracectx() is not None:
+                # the bool operands as ints (Python's result type), then the operator again
+                return getattr(bool_as_int(self), name)(bool_as_int(other))
+        if (
+            identity is not None
+            and type(other) is int
+            and other == identity
+            and isinstance(self, IntegerProxy)
+            and getattr(self, "python_type", int) is int  # True * 1 is 1, an int: no fold for a bool
+        ):
             if sink.COLLECTOR.get() is not None or runtime.INTERPRETING.get():
                 # ``numel = 1; numel *= length`` in clang.reshape: an integer times 1 (plus 0) is
                 # itself, with no prims.mul for every later pass to re-trace
