@@ -375,6 +375,22 @@ def _tensor_meta(original):
     return meta
 
 
+def _arange_meta(original):
+    """``ltorch.arange``: a float bound makes the default float dtype (torch's rule); thunder asks
+    ``isinstance(x, float)``, which a float number proxy is not: ``torch.arange(n * 1.5)`` was
+    int64 in the trace (and in the result, under grad)."""
+
+    @functools.wraps(original)
+    def meta(start, end=None, step=1, *, device=None, dtype=None):
+        if dtype is None and any(
+            isinstance(x, NumberProxy) and pyexec.number_type(x) is float for x in (start, end, step)
+        ):
+            dtype = ltorch.maybe_get_default_dtype(None)
+        return original(start, end, step, device=device, dtype=dtype)
+
+    return meta
+
+
 def _randint_meta(original):
     """``ltorch.randint``: ``prims.randint``'s meta accepts int bounds only: they are baked in."""
 
@@ -644,6 +660,7 @@ def install() -> None:
     for sym, wrap in (
         (ltorch.tensor, _tensor_meta),
         (ltorch.randint, _randint_meta),
+        (ltorch.arange, _arange_meta),
         (ltorch.numel, _numel_meta),
         (ltorch.multi_dot, _multi_dot_meta),
         (ltorch._set_grad_enabled_with_warning, _set_grad_enabled_meta),

@@ -348,6 +348,12 @@ _COMPARISONS = {prims.PrimIDs.EQ: "eq", prims.PrimIDs.NE: "ne", prims.PrimIDs.LT
 _REFLEXIVE_TRUE = {"eq", "le", "ge"}
 
 
+def _exact_comparison(sym_id):
+    from metatrace.pyexec import comparison_op
+
+    return comparison_op(sym_id)
+
+
 def normalize(guard: Guard, producers: dict[str, Any]) -> Guard:
     """``(a > b) != 0`` -> ``a > b`` and ``(a > b) == 0`` -> ``a <= b``: a truth test of a
     comparison is guarded by the comparison itself (one check, readable)."""
@@ -358,9 +364,9 @@ def normalize(guard: Guard, producers: dict[str, Any]) -> Guard:
         and type(guard.rhs) in (int, bool)
         and guard.rhs == 0
         and (bsym := producers.get(guard.lhs.name)) is not None
-        and bsym.sym.id in _COMPARISONS
+        and (bsym.sym.id in _COMPARISONS or _exact_comparison(bsym.sym.id) is not None)
     ):
-        op = _COMPARISONS[bsym.sym.id]
+        op = _COMPARISONS.get(bsym.sym.id) or _exact_comparison(bsym.sym.id)
         lhs, rhs = bsym.flat_args[0], bsym.flat_args[1]
         nan = next((side for side in (lhs, rhs) if _is_nan(side)), None)
         if guard.op == "eq" and op in _ORDERED and nan is not None:

@@ -124,6 +124,9 @@ _PY_OPS = {
     "round_digits": (_round_digits, lambda x, n: int if number_type(x) in (bool, int) else float),
     "pow_int": (operator.pow, lambda a, b: int),
     "pow_float": (lambda a, b: float(operator.pow(a, b)), lambda a, b: float),
+    # an int compared with a float compares exactly in Python (2**53 + 1 != 2.0**53); thunder's
+    # comparison prims promote the int to float first
+    **{f"cmp_{op}": (getattr(operator, op), lambda a, b: bool) for op in ("eq", "ne", "lt", "le", "gt", "ge")},
     "lshift": (operator.lshift, lambda a, b: int),
     "rshift": (operator.rshift, lambda a, b: int),
 }
@@ -163,3 +166,21 @@ def register_python_semantics() -> list:
     return names
 
 
+
+
+def exact_comparison(a, b) -> str | None:
+    """The comparison operator name when ``a`` and ``b`` are an integer and a float (Python
+    compares them exactly: the python executor's operator, not thunder's promoting prim)."""
+    types = {number_type(a), number_type(b)}
+    if float in types and types & {int, bool} and any(isinstance(x, NumberProxy) for x in (a, b)):
+        return "exact"
+    return None
+
+
+def comparison_op(sym_id) -> str | None:
+    """``"lt"`` for the exact comparison operator ``metatrace_py_cmp_lt``, else None."""
+    for op in ("eq", "ne", "lt", "le", "gt", "ge"):
+        sym = _py_symbols.get(f"cmp_{op}")
+        if sym is not None and sym.id == sym_id:
+            return op
+    return None

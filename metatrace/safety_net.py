@@ -34,7 +34,7 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import get_tracectx
 
 import metatrace.runtime as runtime
-from metatrace import sink
+from metatrace import pyexec, sink
 
 _originals: dict = {}
 
@@ -84,6 +84,8 @@ def _comparison(name: str, fn):
                 # thunder would return a bool proxy (in a meta: one with no producer); the relation
                 # it decides is guarded right away and a plain bool returned.
                 return runtime.truth(fn(self, other))
+        if isinstance(other, (int, float, NumberProxy)) and get_tracectx() is not None and pyexec.exact_comparison(self, other):
+            return pyexec.py_op(f"cmp_{name.strip('_')}")(self, other)
         return original(self, other)
 
     compare.__name__ = name
