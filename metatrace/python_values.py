@@ -43,10 +43,18 @@ from thunder.core.interpreter import (
     wrap,
     wrap_const,
 )
-from thunder.core.proxies import NumberProxy, Proxy
+from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
 from metatrace import sink
-from metatrace.value_checks import CONTAINER_TYPES, add_value_check
+from metatrace.registry import EXPECTED, new_id
+from metatrace.value_checks import (
+    CONTAINER_TYPES,
+    ExpectedContiguity,
+    ValueConstraint,
+    add_value_check,
+    argument_value,
+    source_text,
+)
 
 # Containers up to this length are walked element by element (symbolic elements, relational
 # guards); longer ones are checked by contents in one prologue operation.
@@ -257,7 +265,7 @@ def _type_lookaside(*args, **kwargs):
 _CHECKED_LEAVES = (torch.dtype, torch.layout, torch.memory_format, type(None), range, bytes, frozenset, set)
 # Namespaces, not values: the trace reads single entries of them, and each entry read is checked
 # on its own. Parameters and buffers: thunder checks each tensor it reads.
-_SKIPPED_MEMBER_DICTS = frozenset({"_parameters", "_buffers", "__dict__", "__globals__", "__builtins__", "__closure__"})
+_SKIPPED_MEMBER_DICTS = frozenset({"_parameters", "_buffers", "_modules", "__dict__", "__globals__", "__builtins__", "__closure__"})
 
 
 def _rooted_in_arguments(pr: ProvenanceRecord) -> bool:
@@ -298,8 +306,10 @@ def needs_value_check(value: WrappedValue) -> bool:
         pass
     elif isinstance(u, (types.FunctionType, types.BuiltinFunctionType, functools.partial)):
         # A function stored on a module instance (``self.act = F.gelu``): replaced, the trace
-        # would still call the old one. Functions reached through modules of code are not.
-        if not _read_from_module_instance(pr):
+        # would still call the old one. Functions reached through modules of code are not, nor
+        # a class's own (``Module.__getattr__``: the prologue would read a bound method).
+        name = _attribute_name(pr)
+        if not _read_from_module_instance(pr) or not isinstance(name, str) or name.startswith("__"):
             return False
     else:
         return False
@@ -327,6 +337,36 @@ def _wrap_callback(value: WrappedValue):
 
 
 # ---------------------------------------------------------------------------------------------
+# Tensor metadata thunder does not model: is_contiguous of an input
+# ---------------------------------------------------------------------------------------------
+
+
+def _is_contiguous_meta(original):
+    @functools.wraps(original)
+    def meta(a, *args, **kwargs):
+        result = original(a, *args, **kwargs)
+        if sink.COLLECTOR.get() is None or not isinstance(a, TensorProxy):
+            return result
+        try:
+            ctx = jit_ext.get_jit_ctx()
+        except LookupError:
+            return result
+        real = argument_value(a.history, getattr(ctx, "_metatrace_call", None))
+        if not isinstance(real, torch.Tensor):
+            return result  # an intermediate: thunder's answer (it models every result as contiguous)
+        memory_format = kwargs.get("memory_format", args[0] if args else torch.contiguous_format)
+        expected = real.is_contiguous(memory_format=memory_format)
+        value_id = new_id("v")
+        EXPECTED[value_id] = ExpectedContiguity(
+            memory_format, expected, f"{source_text(a.history)}.is_contiguous() == {expected} (read by the trace)"
+        )
+        ctx.add_constraint((ValueConstraint(value_id), a))
+        return expected
+
+    return meta
+
+
+# ---------------------------------------------------------------------------------------------
 # install / uninstall
 # ---------------------------------------------------------------------------------------------
 
@@ -348,12 +388,21 @@ def install() -> None:
 
     _originals["type"] = _default_lookaside_map[type]
     lookasides[type] = _type_lookaside
+    sym = _is_contiguous_symbol()
+    _originals["is_contiguous_meta"] = sym.meta
+    object.__setattr__(sym, "meta", _is_contiguous_meta(sym.meta))
     callbacks = jit_ext.general_jit_callbacks
     _originals["wrap_callback"] = callbacks[INTERPRETER_CALLBACKS.WRAP_CALLBACK]
     callbacks[INTERPRETER_CALLBACKS.WRAP_CALLBACK] = _wrap_callback
 
 
 _MISSING = object()
+
+
+def _is_contiguous_symbol():
+    import thunder.torch as ltorch
+
+    return ltorch._torch_to_thunder_function_map[torch.Tensor.is_contiguous]
 
 
 def uninstall() -> None:
@@ -367,4 +416,5 @@ def uninstall() -> None:
         else:
             lookasides[fn] = original
     jit_ext.general_jit_callbacks[INTERPRETER_CALLBACKS.WRAP_CALLBACK] = _originals["wrap_callback"]
+    object.__setattr__(_is_contiguous_symbol(), "meta", _originals["is_contiguous_meta"])
     _originals.clear()

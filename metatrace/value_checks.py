@@ -204,3 +204,38 @@ def _provenance_key(pr: ProvenanceRecord, depth: int = 0) -> Any:
     except TypeError:
         value = id(value)
     return (pr.inst, value, tuple(_provenance_key(i, depth + 1) for i in pr.inputs))
+
+
+class ExpectedContiguity:
+    """An input tensor's ``is_contiguous(memory_format=...)`` as the trace saw it: thunder models no
+    strides (its answer comes from a contiguous fake tensor), so the real answer is read from the
+    argument at trace time and checked in the prologue."""
+
+    __slots__ = ("memory_format", "expected", "text")
+
+    def __init__(self, memory_format, expected: bool, text: str):
+        self.memory_format, self.expected, self.text = memory_format, expected, text
+
+    def matches(self, t) -> bool:
+        return isinstance(t, torch.Tensor) and t.is_contiguous(memory_format=self.memory_format) == self.expected
+
+
+def argument_value(history, call: tuple[tuple, dict] | None, depth: int = 0) -> Any:
+    """The object a provenance rooted in the call's arguments reads (``args[0]``,
+    ``kwargs['x'].weight``), or ``NotImplemented`` when it is not one."""
+    if call is None or not isinstance(history, ProvenanceRecord) or depth > 12:
+        return NotImplemented
+    if history.inst is PseudoInst.INPUT_ARGS:
+        return call[0]
+    if history.inst is PseudoInst.INPUT_KWARGS:
+        return call[1]
+    if history.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR) and len(history.inputs) == 2:
+        key = history.inputs[1]
+        base = argument_value(history.inputs[0], call, depth + 1)
+        if base is NotImplemented or key.inst is not PseudoInst.CONSTANT:
+            return NotImplemented
+        try:
+            return base[key.value] if history.inst is PseudoInst.BINARY_SUBSCR else getattr(base, key.value)
+        except Exception:
+            return NotImplemented
+    return NotImplemented
