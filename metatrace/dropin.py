@@ -315,6 +315,33 @@ def _shift(name: str, reflected: bool):
     return method
 
 
+def _basic_indexing(a, /, key):
+    """``clang._basic_indexing`` with eager's clamping: a slice bound below ``-length`` is 0
+    (``x[-5:]`` of 3 elements is all of them; thunder raised "start=-5 is not a valid index").
+    The comparison is guarded like any other (a symbolic bound keeps its entry on its side)."""
+    if not _tracing():
+        return _originals["_basic_indexing"](a, key)
+    clamped, dim = [], 0
+    for x in key:
+        if isinstance(x, slice) and dim < len(a.shape):
+            length = a.shape[dim]
+            start, stop = x.start, x.stop
+            if _may_be_below(start) and start < -length:
+                start = 0
+            if _may_be_below(stop) and stop < -length:
+                stop = 0
+            x = slice(start, stop, x.step)
+        if x is not None:
+            dim += 1
+        clamped.append(x)
+    return _originals["_basic_indexing"](a, clamped)
+
+
+def _may_be_below(bound) -> bool:
+    """A bound that can be below ``-length`` (a length is never negative: a plain int >= 0 never is)."""
+    return isinstance(bound, NumberProxy) or (isinstance(bound, int) and bound < 0)
+
+
 def _where(pred, a, b):
     xs = (pred, a, b)
     if any(isinstance(x, NumberProxy) for x in xs) and _tracing():
@@ -652,6 +679,8 @@ def install() -> None:
     _originals["where"] = clang.where
     _originals["full"] = clang.full
     clang.where = functools.wraps(clang.where)(_where)
+    _originals["_basic_indexing"] = clang._basic_indexing
+    clang._basic_indexing = functools.wraps(clang._basic_indexing)(_basic_indexing)
     _originals["floor_divide"] = clang.floor_divide
     clang.floor_divide = functools.wraps(clang.floor_divide)(_floor_divide)
     # NumberProxy's ``//`` resolves the method through the clang language context's own map
@@ -703,7 +732,7 @@ def uninstall() -> None:
     _swapped_metas.clear()
     if "floor_divide_method" in _originals:
         clang_langctx._method_name_to_fn_map["floor_divide"] = _originals["floor_divide_method"]
-    for name in ("floor_divide", "where", "tensor_from_sequence"):
+    for name in ("floor_divide", "where", "tensor_from_sequence", "_basic_indexing"):
         if name in _originals:
             setattr(clang, name, _originals[name])
     if "len" in _originals:

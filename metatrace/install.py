@@ -77,8 +77,8 @@ PATCHES: tuple[Patch, ...] = (
     Patch(SYMBOL_METAS, ("meta",), "install, dropin",
           "prim metas: the rewritten meta records its shape arithmetic (fallback: thunder's meta, inputs guarded); "
           "executors' own metas record theirs; ltorch tensor/randint/numel/multi_dot metas accept symbols"),
-    Patch("thunder.clang", ("floor_divide", "where", "tensor_from_sequence"), "dropin",
-          "Python // semantics, where() and torch.tensor() on symbolic numbers"),
+    Patch("thunder.clang", ("floor_divide", "where", "tensor_from_sequence", "_basic_indexing"), "dropin",
+          "Python // semantics, where() and torch.tensor() on symbolic numbers; slices clamp as in eager"),
     Patch("thunder.clang.langctx._method_name_to_fn_map", ("[]",), "dropin", "NumberProxy // resolves to the new floor_divide"),
     Patch("thunder.torch.langctx._method_name_to_fn_map", ("[]",), "numel", "t.numel() binds the sizes it multiplies"),
     Patch("thunder.clang", ("math",), "clang_math", "math.ceil/floor/... inside clang record on symbols"),

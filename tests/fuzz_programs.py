@@ -1,0 +1,276 @@
+"""Differential fuzzing of metatrace: small generated programs, each one jitted function fed a
+sequence of inputs, every result compared with eager PyTorch.
+
+A program is an ``nn.Module`` whose ``forward(self, x, n, r, b, l)`` returns a tuple of terms.
+Each term is drawn from templates over the kinds of Python values a trace can depend on: tensor
+sizes, ints, floats (NaN and signed zeros included), bools, lists, module attributes
+(``self.flag``, ``self.training``, ``self.scale``), globals (a list mutated in place, a dtype
+rebound) and closures; with branches, slices, reshapes, factories, builtins over containers,
+numbers seen as strings and types, and gradients. A call sequence repeats inputs, crosses
+branches, uses sizes 0 and 1, and changes module and global state between calls.
+
+``check_program`` runs one program and returns the differences from eager (empty when right).
+It is used by ``tests/test_fuzz.py`` (a fixed-seed slice, and named regressions) and by
+``tools/fuzz.py`` (a timed run with fresh seeds).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from hypothesis import strategies as st
+
+# ---------------------------------------------------------------------------------------------
+# Templates: each a Python expression over x, n, r, b, l, self, G, DT, CL
+# ---------------------------------------------------------------------------------------------
+
+# integer-valued expressions (possibly negative: slicing clamps, factories may raise in both)
+INT_EXPRS = (
+    "n", "len(l)", "x.shape[0]", "max(l)", "min(l)", "sum(l)", "(n > 0) + (n > 1)", "(x.shape[0] > 2) + (x.shape[0] > 1)",
+    "abs(n - x.shape[0])", "n // 2", "n % 3", "n & 3", "n | 1", "n ^ 1", "n >> 1", "(n << 1)", "max(x.shape[0], n)",
+    "min(x.shape[0], n)", "sorted(l)[-1]", "max(G)", "len(G)", "sum(CL)", "(n < 3) * 1", "b + 0", "-(n > 0)",
+    "int(r) if r == r and abs(r) < 100 else 0", "self.k", "divmod(n, 2)[0]", "round(r) if r == r and abs(r) < 100 else 1",
+)
+# conditions
+CONDS = (
+    "n > 2", "r > 0.5", "r <= 0.5", "b", "not b", "str(n) == '2'", "type(min(n, 2)) is int", "type(r) is float",
+    "self.flag", "self.training", "G[0] > 1", "3 in l", "all(v > 0 for v in l)", "any(v > 2 for v in l)",
+    "x.shape[0] > n", "f'{n}' == '3'", "format(n, '03d') == '002'", "DT is torch.float32", "float(n) == n",
+    "r != r", "(n > 0) * (n > 1)", "isinstance(n, int)", "len(l) > 2", "sorted(l) == l", "self.mode == 'a'",
+)
+# float-valued expressions
+FLOAT_EXPRS = (
+    "r", "r * 2", "n / 2", "n * 1.5", "float(n)", "r + n", "abs(r)", "max(r, 0.5)", "sum(l) / len(l)", "self.scale",
+    "math.floor(r) if r == r and abs(r) < 100 else 0.0", "n // 2.0", "-r",
+)
+# terms: {i}, {c}, {f} are filled with the expressions above
+TERMS = (
+    "x[:{i}] * 1",
+    "x[{i}:] * 1",
+    "x[-{i}:] + 1",
+    "(x * 2 if {c} else x * 3)",
+    "x * ({f})",
+    "x * ({i})",
+    "({i})",
+    "({f})",
+    "({c})",
+    "torch.arange({f})",
+    "torch.arange(max({i}, 0))",
+    "torch.full((2,), {i})",
+    "torch.full((2,), {f})",
+    "torch.zeros(max({i}, 0))",
+    "x.new_full((2,), {f})",
+    "str({i})",
+    "f'{{{f}}}'",
+    "x.to(DT) * 1",
+    "x.reshape(1, -1) * ({i})",
+    "(x.sum() if {c} else x.mean())",
+    "x[:2] * (2 if self.training else 3)",
+    "x[:{i}].sum()",
+    "type({i}).__name__",
+)
+
+
+@dataclass
+class Program:
+    terms: list[str]
+    requires_grad: bool
+
+    def source(self) -> str:
+        lines = [
+            "class Fuzzed(torch.nn.Module):",
+            "    def __init__(self):",
+            "        super().__init__()",
+            "        self.flag = True",
+            "        self.k = 2",
+            "        self.scale = 0.5",
+            "        self.mode = 'a'",
+            "",
+            "    def forward(self, x, n, r, b, l):",
+            "        return (",
+            *(f"            {term}," for term in self.terms),
+            "        )",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Call:
+    size: int
+    n: int
+    r: float
+    b: bool
+    l: list[int]
+    mutation: str | None = None  # applied to module / globals just before the call
+
+
+@dataclass
+class Outcome:
+    calls: int = 0
+    compiles: int = 0
+    differences: list[str] = field(default_factory=list)
+
+
+MUTATIONS = ("flag", "eval", "train", "G.append", "G[0]", "DT", "CL.append", "k", "scale", "mode")
+FLOATS = (0.2, 0.5, 0.7, 2.5, -1.5, 0.0, -0.0, float("nan"), 3.0)
+
+
+@st.composite
+def programs(draw) -> Program:
+    n_terms = draw(st.integers(1, 4))
+    terms = []
+    for _ in range(n_terms):
+        template = draw(st.sampled_from(TERMS))
+        terms.append(
+            template.format(
+                i=draw(st.sampled_from(INT_EXPRS)), c=draw(st.sampled_from(CONDS)), f=draw(st.sampled_from(FLOAT_EXPRS))
+            )
+        )
+    return Program(terms, requires_grad=draw(st.booleans()))
+
+
+@st.composite
+def calls(draw) -> list[Call]:
+    out = []
+    for _ in range(draw(st.integers(2, 5))):
+        if out and draw(st.integers(0, 3)) == 0:
+            previous = out[-1]
+            out.append(Call(previous.size, previous.n, previous.r, previous.b, list(previous.l)))  # a repeat
+            continue
+        out.append(
+            Call(
+                size=draw(st.sampled_from((0, 1, 2, 3, 4, 6))),
+                n=draw(st.integers(-2, 6)),
+                r=draw(st.sampled_from(FLOATS)),
+                b=draw(st.booleans()),
+                l=draw(st.lists(st.integers(-1, 5), min_size=1, max_size=4)),
+                mutation=draw(st.one_of(st.none(), st.sampled_from(MUTATIONS))) if out else None,
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a program: eager and jitted side by side, with the same state
+# ---------------------------------------------------------------------------------------------
+
+
+def _fresh_namespace() -> dict[str, Any]:
+    return {"torch": torch, "math": math, "G": [1, 2], "DT": torch.float32, "CL": [1]}
+
+
+def _mutate(ns: dict, module: torch.nn.Module, mutation: str | None) -> None:
+    if mutation is None:
+        return
+    if mutation == "flag":
+        module.flag = not module.flag
+    elif mutation == "eval":
+        module.eval()
+    elif mutation == "train":
+        module.train()
+    elif mutation == "G.append":
+        ns["G"].append(len(ns["G"]) + 2)
+    elif mutation == "G[0]":
+        ns["G"][0] = 3 - ns["G"][0]
+    elif mutation == "DT":
+        ns["DT"] = torch.float64 if ns["DT"] is torch.float32 else torch.float32
+    elif mutation == "CL.append":
+        ns["CL"].append(2)
+    elif mutation == "k":
+        module.k += 1
+    elif mutation == "scale":
+        module.scale = -module.scale
+    elif mutation == "mode":
+        module.mode = "b" if module.mode == "a" else "a"
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return (
+            isinstance(b, torch.Tensor)
+            and a.shape == b.shape
+            and a.dtype == b.dtype
+            and torch.allclose(a.detach(), b.detach(), equal_nan=True, rtol=1e-5, atol=1e-6)
+        )
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float):
+        if type(b) is not float:
+            return False
+        if math.isnan(a):
+            return math.isnan(b)
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    return type(a) is type(b) and a == b
+
+
+def _inputs(call: Call, requires_grad: bool):
+    x = torch.arange(call.size, dtype=torch.float32) + 1.0
+    if requires_grad:
+        x.requires_grad_(True)
+    return x, call.n, call.r, call.b, list(call.l)
+
+
+def _grad_of(outputs, x):
+    """x's gradient through the tensor outputs that depend on it (None where none do)."""
+    if not x.requires_grad:
+        return None
+    losses = [o.float().sum() for o in outputs if isinstance(o, torch.Tensor) and o.requires_grad]
+    if not losses:
+        return None
+    (grad,) = torch.autograd.grad(sum(losses), x, allow_unused=True)
+    return grad
+
+
+def check_program(program: Program, sequence: list[Call]) -> Outcome:
+    """Runs ``program`` over ``sequence`` eagerly and under ``thunder.jit(cache="symbolic values")``
+    (metatrace must be enabled by the caller); returns the differences."""
+    import thunder
+
+    outcome = Outcome()
+    source = program.source()
+    eager_ns, jit_ns = _fresh_namespace(), _fresh_namespace()
+    exec(compile(source, "<fuzzed program>", "exec"), eager_ns)
+    exec(compile(source, "<fuzzed program>", "exec"), jit_ns)
+    eager_module, jit_module = eager_ns["Fuzzed"](), jit_ns["Fuzzed"]()
+    jitted = thunder.jit(jit_module, cache="symbolic values")
+    for i, call in enumerate(sequence):
+        _mutate(eager_ns, eager_module, call.mutation)
+        _mutate(jit_ns, jit_module, call.mutation)
+        outcome.calls += 1
+        eager_args, jit_args = _inputs(call, program.requires_grad), _inputs(call, program.requires_grad)
+        try:
+            expected = eager_module(*eager_args)
+            expected_grad = _grad_of(expected, eager_args[0])
+        except Exception as e:  # eager raises: the jitted function must raise too
+            expected, expected_grad = e, None
+        try:
+            got = jitted(*jit_args)
+            got_grad = _grad_of(got, jit_args[0]) if not isinstance(expected, Exception) else None
+        except Exception as e:
+            got, got_grad = e, None
+        where = f"call {i} ({call}):"
+        if isinstance(expected, Exception) or isinstance(got, Exception):
+            if not (isinstance(expected, Exception) and isinstance(got, Exception)):
+                outcome.differences.append(f"{where} eager {_short(expected)}, jitted {_short(got)}")
+            continue
+        if not _same(expected, got):
+            outcome.differences.append(f"{where} eager {_short(expected)}, jitted {_short(got)}")
+        elif not _same_grad(expected_grad, got_grad):
+            outcome.differences.append(f"{where} gradient: eager {_short(expected_grad)}, jitted {_short(got_grad)}")
+    outcome.compiles = thunder.cache_misses(jitted)
+    return outcome
+
+
+def _same_grad(a, b) -> bool:
+    if a is None or b is None:
+        zero = lambda g: g is None or (isinstance(g, torch.Tensor) and not g.any())  # noqa: E731
+        return zero(a) and zero(b)
+    return _same(a, b)
+
+
+def _short(x: Any, limit: int = 300) -> str:
+    text = f"{type(x).__name__}: {x}" if isinstance(x, Exception) else repr(x)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
