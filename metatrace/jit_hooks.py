@@ -37,7 +37,10 @@ def interpret(fn, *args, **kwargs):
     @functools.wraps(jfn)
     def remembering(*call_args, **call_kwargs):
         try:
-            jit_ext.get_jit_ctx()._metatrace_call = (call_args, call_kwargs)
+            ctx = jit_ext.get_jit_ctx()
+            ctx._metatrace_call = (call_args, call_kwargs)
+            if sink.COLLECTOR.get() is not None:
+                check_defaults(ctx, fn)
         except LookupError:
             pass
         try:
@@ -68,6 +71,28 @@ def jit_ctx(ctx):
     finally:
         INTERPRETING.reset(interpreting)
         sink.COLLECTOR.reset(token)
+
+
+def check_defaults(ctx, fn) -> None:
+    """thunder binds a function's defaults as constants (its interpreter wraps them with
+    ``wrap_const``), so a trace bakes in the defaults it used: the jitted function's
+    ``__defaults__`` and ``__kwdefaults__`` are checked by contents (replaced, or a mutable
+    default mutated, misses the entry). Defaults of functions it calls are not (noted in the
+    README's limits)."""
+    import types
+
+    from metatrace.value_checks import add_value_check
+
+    if not isinstance(fn, types.FunctionType):
+        return
+    for attr in ("__defaults__", "__kwdefaults__"):
+        value = getattr(fn, attr)
+        if value:
+            history = ProvenanceRecord(
+                PseudoInst.LOAD_ATTR,
+                inputs=[ProvenanceRecord(PseudoInst.INPUT_FN, inputs=[]), ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=attr)],
+            )
+            add_value_check(ctx, history, value, f"{fn.__name__}'s defaults, bound as constants")
 
 
 def propagate_constraints(ctx, inputs, intermediates, computation_trace):

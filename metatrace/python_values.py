@@ -265,7 +265,7 @@ def _type_lookaside(*args, **kwargs):
 _CHECKED_LEAVES = (torch.dtype, torch.layout, torch.memory_format, type(None), range, bytes, frozenset, set)
 # Namespaces, not values: the trace reads single entries of them, and each entry read is checked
 # on its own. Parameters and buffers: thunder checks each tensor it reads.
-_SKIPPED_MEMBER_DICTS = frozenset({"_parameters", "_buffers", "_modules", "__dict__", "__globals__", "__builtins__", "__closure__"})
+_SKIPPED_MEMBER_DICTS = frozenset({"_parameters", "_buffers", "__dict__", "__globals__", "__builtins__", "__closure__"})
 
 
 def _rooted_in_arguments(pr: ProvenanceRecord) -> bool:
@@ -300,8 +300,11 @@ def needs_value_check(value: WrappedValue) -> bool:
     if isinstance(u, (Proxy, torch.Tensor, torch.nn.Module, types.ModuleType, type)):
         return False
     if t in CONTAINER_TYPES and t not in (set, frozenset):
-        if _attribute_name(pr) in _SKIPPED_MEMBER_DICTS:
-            return False  # parameters and buffers: thunder checks each tensor it reads
+        name = _attribute_name(pr)
+        if name in _SKIPPED_MEMBER_DICTS:
+            return False  # namespaces; parameters and buffers: thunder checks each tensor it reads
+        if name == "_modules" and pr.inputs[0].inst is PseudoInst.INPUT_FN:
+            return False  # the root module's: the prologue reads it from thunder's ThunderModule
     elif t in _CHECKED_LEAVES or isinstance(u, enum.Enum):
         pass
     elif isinstance(u, (types.FunctionType, types.BuiltinFunctionType, functools.partial)):
