@@ -50,8 +50,12 @@ PATCHES: tuple[Patch, ...] = (
     Patch("thunder.core.proxies", ("tensorproxy",), "module_state", "as proxify"),
     Patch("thunder.core.jit_ext._general_jit_lookaside_map", ("[]",), "safety_net, dropin",
           "bool lookaside reports the relation a user-code branch decided (thunder only marks static); "
-          "metatrace's proxy methods and callable integers run opaquely"),
+          "metatrace's proxy methods and callable integers run opaquely; max/min/sum/sorted/all/math.prod are "
+          "interpreted, str/repr/format/hash/type see a number's value and Python type (python_values)"),
     Patch("thunder.core.interpreter._default_lookaside_map", ("[]",), "dropin", "len() of a sequence with symbolic structure"),
+    Patch("thunder.core.jit_ext.general_jit_callbacks", ("[]",), "python_values",
+          "the wrap callback also checks, by contents, values the trace reads from globals, closures and modules "
+          "(dtypes, enums, containers mutated in place, callable attributes); thunder checks none of them"),
     Patch("thunder.core.interpreter._default_provenance_tracking_lookaside_map", ("[]",), "dropin",
           "tuple/list indexing by a symbolic number is guarded by equality"),
     # symbolic numbers: concretizations become guards, arithmetic keeps producers
@@ -62,7 +66,9 @@ PATCHES: tuple[Patch, ...] = (
     Patch(_NUMBER, ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
                     "__rfloordiv__", "__mod__", "__rmod__"), "safety_net", "arithmetic inside a meta is recorded (runtime)"),
     Patch(_NUMBER, ("__divmod__", "__rdivmod__", "__floor__", "__ceil__", "__trunc__", "__round__", "__pow__",
-                    "__rpow__"), "dropin", "Python semantics on symbolic numbers in user code"),
+                    "__rpow__", "__neg__", "__pos__", "__abs__", "__invert__", "__lshift__", "__rlshift__",
+                    "__rshift__", "__rrshift__"), "dropin",
+          "Python semantics on symbolic numbers in user code (a bool in arithmetic is an int; shifts)"),
     Patch("thunder.core.proxies.TensorProxy", ("__getattr__",), "dropin", "t.numel stays callable on symbolic sizes"),
     Patch("thunder.core.proxies.TensorProxy", ("shape",), "shape_reads",
           "inside a composite symbol a shape read records no prims.shape; the sizes are bound once, when a symbol first takes one"),
@@ -76,7 +82,8 @@ PATCHES: tuple[Patch, ...] = (
     # prims and their metas
     Patch(SYMBOL_METAS, ("meta",), "install, dropin",
           "prim metas: the rewritten meta records its shape arithmetic (fallback: thunder's meta, inputs guarded); "
-          "executors' own metas record theirs; ltorch tensor/randint/numel/multi_dot metas accept symbols"),
+          "executors' own metas record theirs; ltorch tensor/randint/numel/multi_dot metas accept symbols, "
+          "arange's dtype follows a float number; is_contiguous of an input is the argument's, checked (python_values)"),
     Patch("thunder.clang", ("floor_divide", "where", "tensor_from_sequence", "_basic_indexing"), "dropin",
           "Python // semantics, where() and torch.tensor() on symbolic numbers; slices clamp as in eager"),
     Patch("thunder.clang.langctx._method_name_to_fn_map", ("[]",), "dropin", "NumberProxy // resolves to the new floor_divide"),
@@ -225,8 +232,6 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
 
 
 def _restore(installed: _Installed) -> None:
-    for sym, original in reversed(installed.swapped):
-        object.__setattr__(sym, "meta", original)
     pyexec.unregister(installed.pyexec_undo)
     grad_rules.uninstall(installed.grad_rules_undo)
     renames.uninstall()
@@ -242,6 +247,9 @@ def _restore(installed: _Installed) -> None:
     readable.uninstall()
     shape_reads.uninstall()
     thunderfx.uninstall()
+    # Last: the metas were swapped first, and later steps wrap some of them again.
+    for sym, original in reversed(installed.swapped):
+        object.__setattr__(sym, "meta", original)
 
 
 def disable() -> None:

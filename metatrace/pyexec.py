@@ -172,7 +172,13 @@ def exact_comparison(a, b) -> str | None:
     """The comparison operator name when ``a`` and ``b`` are an integer and a float (Python
     compares them exactly: the python executor's operator, not thunder's promoting prim)."""
     types = {number_type(a), number_type(b)}
-    if float in types and types & {int, bool} and any(isinstance(x, NumberProxy) for x in (a, b)):
+    if (
+        float in types
+        and types & {int, bool}
+        and any(isinstance(x, NumberProxy) for x in (a, b))
+        and number_value(a) is not None  # a value read from tensor data has none: thunder's own
+        and number_value(b) is not None
+    ):
         return "exact"
     return None
 

@@ -268,6 +268,16 @@ _CHECKED_LEAVES = (torch.dtype, torch.layout, torch.memory_format, type(None), r
 _SKIPPED_MEMBER_DICTS = frozenset({"_parameters", "_buffers", "__dict__", "__globals__", "__builtins__", "__closure__"})
 
 
+def _through_module_tensors(pr: ProvenanceRecord) -> bool:
+    """Read through a module's ``_parameters`` or ``_buffers`` (a ``None`` bias): thunder's
+    prologue unpacks those entries as tensors only."""
+    while pr.inputs and pr.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR):
+        if _attribute_name(pr) in ("_parameters", "_buffers"):
+            return True
+        pr = pr.inputs[0]
+    return False
+
+
 def _rooted_in_arguments(pr: ProvenanceRecord) -> bool:
     while pr.inputs and pr.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR):
         pr = pr.inputs[0]
@@ -318,7 +328,7 @@ def needs_value_check(value: WrappedValue) -> bool:
         return False
     if pr.ext_flag & jit_ext.EXT_FLAG_IS_TENSOR_PROXY:
         return False
-    return _rooted_in_prologue(pr) and not _rooted_in_arguments(pr)
+    return _rooted_in_prologue(pr) and not _rooted_in_arguments(pr) and not _through_module_tensors(pr)
 
 
 def _rooted_in_prologue(pr: ProvenanceRecord) -> bool:
