@@ -278,6 +278,19 @@ def _through_module_tensors(pr: ProvenanceRecord) -> bool:
     return False
 
 
+# Marks the provenance of a Python module object (``torch`` read from globals): what is read
+# through it (``torch.int64``) is code, not state, and the prologue cannot unpack modules.
+_EXT_FLAG_PYTHON_MODULE = 1 << 24
+
+
+def _through_python_module(pr: ProvenanceRecord) -> bool:
+    while pr.inputs and pr.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR):
+        pr = pr.inputs[0]
+        if pr.ext_flag & _EXT_FLAG_PYTHON_MODULE:
+            return True
+    return False
+
+
 def _rooted_in_arguments(pr: ProvenanceRecord) -> bool:
     while pr.inputs and pr.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR):
         pr = pr.inputs[0]
@@ -328,7 +341,12 @@ def needs_value_check(value: WrappedValue) -> bool:
         return False
     if pr.ext_flag & jit_ext.EXT_FLAG_IS_TENSOR_PROXY:
         return False
-    return _rooted_in_prologue(pr) and not _rooted_in_arguments(pr) and not _through_module_tensors(pr)
+    return (
+        _rooted_in_prologue(pr)
+        and not _rooted_in_arguments(pr)
+        and not _through_module_tensors(pr)
+        and not _through_python_module(pr)
+    )
 
 
 def _rooted_in_prologue(pr: ProvenanceRecord) -> bool:
@@ -340,6 +358,9 @@ def _rooted_in_prologue(pr: ProvenanceRecord) -> bool:
 
 def _wrap_callback(value: WrappedValue):
     res = _originals["wrap_callback"](value)
+    if isinstance(value.value, types.ModuleType):
+        value.provenance.ext_flag |= _EXT_FLAG_PYTHON_MODULE
+        return res
     if sink.COLLECTOR.get() is not None and needs_value_check(value):
         try:
             ctx = jit_ext.get_jit_ctx()
