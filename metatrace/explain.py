@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass
 
 import thunder
@@ -48,13 +49,25 @@ def _module_sources(prologue_trace) -> dict[str, str]:
         outs = bsym.flat_proxy_outs
         if len(outs) != 1:
             continue
-        if name == "unpack_thunder_module":
+        if name in ("unpack_thunder_module", "unpack_function_obj"):
             sources[outs[0].name] = "self"
         elif name in _MODULE_UNPACKS and len(bsym.args) >= 2 and isinstance(bsym.args[1], str):
             owner = sources.get(getattr(bsym.args[0], "name", None))
             if owner is not None:
-                sources[outs[0].name] = f"{owner}.{bsym.args[1]}"
+                sources[outs[0].name] = readable_source(f"{owner}.{bsym.args[1]}")
+        elif name == "unpack_getitem" and len(bsym.args) >= 2 and isinstance(bsym.args[1], (str, int)):
+            owner = sources.get(getattr(bsym.args[0], "name", None))
+            if owner is not None:  # an element of a module's list, a global: self.sizes[0], G[1]
+                sources[outs[0].name] = readable_source(f"{owner}[{bsym.args[1]!r}]")
     return sources
+
+
+_GLOBALS = re.compile(r"^self(?:\.forward)?(?:\.__func__)?\.__globals__\['(\w+)'\]")
+
+
+def readable_source(path: str) -> str:
+    """``self.forward.__func__.__globals__['G'][0]`` -> ``G[0]``: how the user's code reads it."""
+    return _GLOBALS.sub(r"\1", path)
 
 
 def _entry_guard_texts(prologue_trace) -> list[str]:
@@ -84,11 +97,15 @@ def _entry_guard_texts(prologue_trace) -> list[str]:
 
 
 def explain(jitted_fn) -> list[EntryGuards]:
-    """The guards of every cache entry of ``jitted_fn``, oldest entry first."""
+    """The guards of every cache entry of ``jitted_fn``, oldest entry first (each once: thunder
+    and metatrace may both check one value)."""
     cs = thunder.compile_stats(jitted_fn)
     if cs is None:
         raise ValueError("not a thunder.jit function")
-    return [EntryGuards(i, _entry_guard_texts(entry.prologue_traces[-1])) for i, entry in enumerate(cs.interpreter_cache)]
+    return [
+        EntryGuards(i, list(dict.fromkeys(_entry_guard_texts(entry.prologue_traces[-1]))))
+        for i, entry in enumerate(cs.interpreter_cache)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ def interpret(fn, *args, **kwargs):
         try:
             ctx = jit_ext.get_jit_ctx()
             ctx._metatrace_call = (call_args, call_kwargs)
+            ctx._metatrace_fn = fn
             if sink.COLLECTOR.get() is not None:
                 check_defaults(ctx, fn)
         except LookupError:
@@ -92,7 +93,7 @@ def check_defaults(ctx, fn) -> None:
                 PseudoInst.LOAD_ATTR,
                 inputs=[ProvenanceRecord(PseudoInst.INPUT_FN, inputs=[]), ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=attr)],
             )
-            add_value_check(ctx, history, value, f"{fn.__name__}'s defaults, bound as constants")
+            add_value_check(ctx, history, value, "defaults are bound as constants", source=f"{fn.__name__}.{attr}")
 
 
 def propagate_constraints(ctx, inputs, intermediates, computation_trace):
@@ -113,10 +114,14 @@ def input_names(ctx, inputs) -> dict[str, str]:
     """Readable names for guard texts: the interpreter's proxies renamed to the function's
     argument names (``i3`` -> ``i``), input tensor sizes as ``a.shape[2]``."""
     names = {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}
+    parameters = _parameter_names(getattr(ctx, "_metatrace_fn", None))
     for v in inputs:
         p = v.proxy
-        if isinstance(p, NumberProxy) and p.name not in names and (text := _history_text(p.history)) is not None:
-            names[p.name] = text  # a slice argument's number: args[1].start
+        if isinstance(p, NumberProxy) and (text := _history_text(p.history, parameters=parameters)) is not None:
+            if p.name not in names or "[" in text or "." in text:
+                # an element of a container argument reads as ``l[0]``, not as the local variable
+                # it was first stored in (thunder names proxies after locals: ``best > item``)
+                names[p.name] = text  # a slice argument's number: s.start
         if isinstance(p, TensorProxy):
             for d, s in enumerate(p._shape):
                 if isinstance(s, NumberProxy):
@@ -124,8 +129,23 @@ def input_names(ctx, inputs) -> dict[str, str]:
     return names
 
 
-def _history_text(history, depth: int = 0) -> str | None:
-    """``args[1].start`` for an input reached through subscripts and attributes, else None."""
+def _parameter_names(fn) -> list[str]:
+    """The positional parameter names of the jitted function (a module's ``forward``'s)."""
+    import inspect
+
+    if fn is None:
+        return []
+    try:
+        target = fn.forward if hasattr(fn, "forward") and not inspect.isfunction(fn) else fn
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _history_text(history, depth: int = 0, parameters: list[str] | None = None) -> str | None:
+    """``l[1]`` (``args[1][1]`` without parameter names), ``s.start``, ``kwargs['k'][0]`` for an
+    input reached through subscripts and attributes, else None."""
     if not isinstance(history, ProvenanceRecord) or depth > 8:
         return None
     if history.inst is PseudoInst.INPUT_ARGS:
@@ -133,9 +153,13 @@ def _history_text(history, depth: int = 0) -> str | None:
     if history.inst is PseudoInst.INPUT_KWARGS:
         return "kwargs"
     if history.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR) and len(history.inputs) == 2:
-        base, key = _history_text(history.inputs[0], depth + 1), history.inputs[1]
+        base, key = _history_text(history.inputs[0], depth + 1, parameters), history.inputs[1]
         if base is None or key.inst is not PseudoInst.CONSTANT:
             return None
+        if base == "args" and parameters and type(key.value) is int and key.value < len(parameters):
+            return parameters[key.value]
+        if base == "kwargs" and type(key.value) is str:
+            return key.value
         return f"{base}[{key.value!r}]" if history.inst is PseudoInst.BINARY_SUBSCR else f"{base}.{key.value}"
     return None
 

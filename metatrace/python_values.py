@@ -263,6 +263,9 @@ def _type_lookaside(*args, **kwargs):
 # ---------------------------------------------------------------------------------------------
 
 _CHECKED_LEAVES = (torch.dtype, torch.layout, torch.memory_format, type(None), range, bytes, frozenset, set)
+# nn.Module's own bookkeeping attributes (hooks, flags ``Module.__call__`` reads on every call):
+# torch's state, not the model's; checking them would cost a prologue check per submodule.
+_MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) - {"training"} | {"_compiled_call_impl"}
 # Namespaces, not values: the trace reads single entries of them, and each entry read is checked
 # on its own. Parameters and buffers: thunder checks each tensor it reads.
 _SKIPPED_MEMBER_DICTS = frozenset({"_parameters", "_buffers", "__dict__", "__globals__", "__builtins__", "__closure__"})
@@ -321,6 +324,8 @@ def needs_value_check(value: WrappedValue) -> bool:
     t = type(u)
     pr = value.provenance
     if isinstance(u, (Proxy, torch.Tensor, torch.nn.Module, types.ModuleType, type)):
+        return False
+    if _read_from_module_instance(pr) and _attribute_name(pr) in _MODULE_INTERNALS:
         return False
     if t in CONTAINER_TYPES and t not in (set, frozenset):
         name = _attribute_name(pr)

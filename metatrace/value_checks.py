@@ -170,7 +170,7 @@ def source_text(history, depth: int = 0) -> str:
     return "<value>"
 
 
-def add_value_check(ctx, provenance: ProvenanceRecord, value: Any, why: str) -> None:
+def add_value_check(ctx, provenance: ProvenanceRecord, value: Any, why: str, source: str | None = None) -> None:
     """Adds a prologue check that the value read through ``provenance`` has ``value``'s contents.
     Once per provenance and trace (``ctx._metatrace_value_checks``)."""
     checked = getattr(ctx, "_metatrace_value_checks", None)
@@ -181,7 +181,9 @@ def add_value_check(ctx, provenance: ProvenanceRecord, value: Any, why: str) -> 
         return
     checked.add(key)
     value_id = new_id("v")
-    source = source_text(provenance)
+    from metatrace.explain import readable_source
+
+    source = source or readable_source(source_text(provenance))
     EXPECTED[value_id] = ExpectedValue(value, f"{source} == {_short_repr(value)} ({why})")
     from thunder.core.trace import tracectx
 
