@@ -1,9 +1,9 @@
 """Differential fuzzing of metatrace: small generated programs, each one jitted function fed a
 sequence of inputs, every result compared with eager PyTorch.
 
-A program is an ``nn.Module`` whose ``forward(self, x, n, r, b, l)`` returns a tuple of terms.
-Each term is drawn from templates over the kinds of Python values a trace can depend on: tensor
-sizes, ints, floats (NaN and signed zeros included), bools, lists, module attributes
+A program is an ``nn.Module`` whose ``forward(self, x, n, r, b, l)`` returns a tuple of terms,
+one from each family of templates (``FAMILIES``) over the kinds of Python values a trace can
+depend on: tensor sizes, ints, floats (NaN and signed zeros included), bools, lists, module attributes
 (``self.flag``, ``self.training``, ``self.scale``), globals (a list mutated in place, a dtype
 rebound) and closures; with branches, slices, reshapes, factories, builtins over containers,
 numbers seen as strings and types, and gradients. A call sequence repeats inputs, crosses
@@ -46,33 +46,35 @@ FLOAT_EXPRS = (
     "r", "r * 2", "n / 2", "n * 1.5", "float(n)", "r + n", "abs(r)", "max(r, 0.5)", "sum(l) / len(l)", "self.scale",
     "math.floor(r) if r == r and abs(r) < 100 else 0.0", "n // 2.0", "-r",
 )
-# terms: {i}, {c}, {f} are filled with the expressions above
-TERMS = (
-    "x[:{i}] * 1",
-    "x[{i}:] * 1",
-    "x[-{i}:] + 1",
-    "(x * 2 if {c} else x * 3)",
-    "x * ({f})",
-    "x * ({i})",
-    "({i})",
-    "({f})",
-    "({c})",
-    "torch.arange({f})",
-    "torch.arange(max({i}, 0))",
-    "torch.full((2,), {i})",
-    "torch.full((2,), {f})",
-    "torch.zeros(max({i}, 0))",
-    "x.new_full((2,), {f})",
-    "str({i})",
-    "f'{{{f}}}'",
-    "x.to(DT) * 1",
-    "x.reshape(1, -1) * ({i})",
-    "(x.sum() if {c} else x.mean())",
-    "x[:2] * (2 if self.training else 3)",
-    "x[:{i}].sum()",
-    "type({i}).__name__",
-)
-
+# Term families: a program takes one term of each (so every program exercises sizes, branches,
+# numbers, factories, text, module/global state and containers together); {i}, {c}, {f} are
+# filled with the expressions above.
+FAMILIES = {
+    "sizes": ("x[:{i}] * 1", "x[{i}:] * 1", "x[-{i}:] + 1", "x.reshape(1, -1) * ({i})", "x[:{i}].sum()"),
+    "branches": ("(x * 2 if {c} else x * 3)", "(x.sum() if {c} else x.mean())", "({c})"),
+    "numbers": ("x * ({f})", "({f})", "({i})", "x * ({i})"),
+    "factories": (
+        "torch.arange({f})", "torch.arange(max({i}, 0))", "torch.full((2,), {i})", "torch.full((2,), {f})",
+        "torch.zeros(max({i}, 0))", "x.new_full((2,), {f})",
+    ),
+    "text": ("str({i})", "f'{{{f}}}'", "type({i}).__name__", "repr({f})", "format({i}, '03d')"),
+    "state": (
+        "x.to(DT) * 1", "x[:2] * (2 if self.training else 3)", "x[:max(G)] * 1", "(x * 2 if self.flag else x)",
+        "x * sum(CL)", "x * self.scale", "x[:self.k] * 1", "(x if self.mode == 'a' else -x)",
+    ),
+    "bools": (
+        "(n > 0) + (n > 1)", "x[:(n > 0) + (n > 1)] * 1", "(n > 0) - (n > 5)", "b + 0", "-(n > 0)",
+        "torch.full((2,), (n < 3) + 0)", "abs(n > 1)", "(x.shape[0] > 2) * (n > 1)",
+    ),
+    "more state": (
+        "x.to(DT) * 1", "x[:max(G)] * 1", "x[:len(G)] * 1", "x * G[0]", "x[:sum(CL)] * 1", "(x if self.flag else -x)",
+        "(x * 2 if self.training else x)",
+    ),
+    "containers": (
+        "x[:max(l)] * 1", "x[:min(l)] * 1", "sum(l)", "sorted(l)", "(x * 2 if all(v > 0 for v in l) else x)",
+        "(x * 2 if 3 in l else x)", "max(l, key=lambda v: -v)",
+    ),
+}
 
 @dataclass
 class Program:
@@ -120,10 +122,9 @@ FLOATS = (0.2, 0.5, 0.7, 2.5, -1.5, 0.0, -0.0, float("nan"), 3.0)
 
 @st.composite
 def programs(draw) -> Program:
-    n_terms = draw(st.integers(1, 4))
     terms = []
-    for _ in range(n_terms):
-        template = draw(st.sampled_from(TERMS))
+    for family in FAMILIES.values():
+        template = draw(st.sampled_from(family))
         terms.append(
             template.format(
                 i=draw(st.sampled_from(INT_EXPRS)), c=draw(st.sampled_from(CONDS)), f=draw(st.sampled_from(FLOAT_EXPRS))
@@ -132,24 +133,34 @@ def programs(draw) -> Program:
     return Program(terms, requires_grad=draw(st.booleans()))
 
 
+# How a call follows the one before: a repeat, one input changed (a branch crossing or a
+# reuse attempt: the entry must serve it or miss), or a fresh draw.
+STEPS = ("repeat", "n", "r", "b", "l values", "size", "fresh")
+
+
 @st.composite
 def calls(draw) -> list[Call]:
-    out = []
+    sizes, ints, floats = st.sampled_from((0, 1, 2, 3, 4, 6)), st.integers(-2, 6), st.sampled_from(FLOATS)
+    out = [Call(draw(sizes), draw(ints), draw(floats), draw(st.booleans()), draw(st.lists(st.integers(-1, 5), min_size=1, max_size=4)))]
     for _ in range(draw(st.integers(2, 5))):
-        if out and draw(st.integers(0, 3)) == 0:
-            previous = out[-1]
-            out.append(Call(previous.size, previous.n, previous.r, previous.b, list(previous.l)))  # a repeat
-            continue
-        out.append(
-            Call(
-                size=draw(st.sampled_from((0, 1, 2, 3, 4, 6))),
-                n=draw(st.integers(-2, 6)),
-                r=draw(st.sampled_from(FLOATS)),
-                b=draw(st.booleans()),
-                l=draw(st.lists(st.integers(-1, 5), min_size=1, max_size=4)),
-                mutation=draw(st.one_of(st.none(), st.sampled_from(MUTATIONS))) if out else None,
-            )
-        )
+        p = out[-1]
+        step = draw(st.sampled_from(STEPS))
+        call = Call(p.size, p.n, p.r, p.b, list(p.l))
+        if step == "n":
+            call.n = draw(ints)
+        elif step == "r":
+            call.r = draw(floats)
+        elif step == "b":
+            call.b = not p.b
+        elif step == "l values":
+            call.l = [draw(st.integers(-1, 5)) for _ in p.l]  # same length: the structure check passes
+        elif step == "size":
+            call.size = draw(sizes)
+        elif step == "fresh":
+            call = Call(draw(sizes), draw(ints), draw(floats), draw(st.booleans()),
+                        draw(st.lists(st.integers(-1, 5), min_size=1, max_size=4)))
+        call.mutation = draw(st.sampled_from((None, *MUTATIONS)))
+        out.append(call)
     return out
 
 

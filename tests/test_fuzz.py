@@ -16,7 +16,7 @@ from fuzz_programs import Call, Program, calls, check_program, programs
 
 # Derandomized: the same programs on every run (a failure here is reproducible as is).
 FIXED_SLICE = settings(
-    max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+    max_examples=15, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
 )
 
 
