@@ -264,8 +264,9 @@ def _type_lookaside(*args, **kwargs):
 
 _CHECKED_LEAVES = (torch.dtype, torch.layout, torch.memory_format, type(None), range, bytes, frozenset, set)
 # nn.Module's own bookkeeping attributes (hooks, flags ``Module.__call__`` reads on every call):
-# torch's state, not the model's; checking them would cost a prologue check per submodule.
-_MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) - {"training"} | {"_compiled_call_impl"}
+# torch's state, not the model's; checking them would cost a prologue check per submodule. A
+# submodule's ``_modules`` is checked (``ModuleList.append``, a replaced submodule).
+_MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) - {"training", "_modules"} | {"_compiled_call_impl"}
 # Namespaces, not values: the trace reads single entries of them, and each entry read is checked
 # on its own. Parameters and buffers: thunder checks each tensor it reads.
 _SKIPPED_MEMBER_DICTS = frozenset({"_parameters", "_buffers", "__dict__", "__globals__", "__builtins__", "__closure__"})
