@@ -246,7 +246,16 @@ def _called_from_thunder() -> bool:
         filename = get_interpreterruntimectx().frame_stack[-1].code.co_filename
     except (LookupError, IndexError, AttributeError):
         return True
-    return "/thunder/" in filename or "/metatrace/" in filename
+    return filename.startswith(_OWN_CODE)
+
+
+def _package_dir(module) -> str:
+    import os
+
+    return os.path.dirname(module.__file__) + os.sep
+
+
+_OWN_CODE = (_package_dir(__import__("thunder")), _package_dir(__import__("metatrace")))
 
 
 def _type_lookaside(*args, **kwargs):
