@@ -525,6 +525,8 @@ def add_prologue_constraints(
 
     producers = producer_map(computation_trace, collector)
     sizes = _size_names(inputs)
+    input_names = {getattr(v, "proxy", v).name for v in inputs}
+    value_checked: set[str] = set()
     guards, texts, seen = [], [], set()
     leaves: dict[str, NumberProxy] = {}
     pin_all = None
@@ -540,7 +542,14 @@ def add_prologue_constraints(
             pin_all = pin_all or (f"{e} at {guard.where}" if guard.where else str(e))
             continue
         if all(p.is_static_constrained() for p in guard_leaves):
-            # constants, or static inputs whose values thunder's own prologue checks already
+            # Constants, or static numbers (a module's configuration). thunder's prologue checks
+            # a static number only when the computation takes it as an input: one that only
+            # decided a branch (``if self.training``, ``x[:2] if self.flag else x``) is checked
+            # here, by value, or ``model.eval()`` would reuse the training entry.
+            for p in guard_leaves:
+                if p.name not in input_names and p.name not in value_checked and p.history is not None:
+                    value_checked.add(p.name)
+                    ctx.add_constraint((check_number_type_and_value, p, p.value))
             continue
         for p in guard_leaves:
             leaves.setdefault(p.name, p)

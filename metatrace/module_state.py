@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import functools
 
-import thunder.clang as clang
 import thunder.core.jit_ext as jit_ext
 import thunder.core.proxies as proxies
 import torch
@@ -94,12 +93,9 @@ def proxify(self, value):
         return p
     p = _original_proxify(self, value)
     if isinstance(p, NumberProxy) and proxies.using_symbolic_values() and read_from_module(value.provenance):
+        # (checked by thunder when the computation takes it as an input, by metatrace.guards
+        # when a decision or a baked value depends on it)
         p.constraint = CONSTRAINT.STATIC
-        # thunder checks a static number only when the computation takes it as an input; one
-        # that only decided a branch (``if self.training``, ``x[:2] if self.flag else x``) was
-        # checked nowhere, and ``model.eval()`` reused the training entry. Checked here, as
-        # thunder's constant-values cache does for every number it proxies.
-        self.add_constraint((clang.check_number_type_and_value, p, p.value))
     dropin.note_number_leaf(self, value, p)  # its type is checked in the prologue (metatrace.structure)
     return p
 

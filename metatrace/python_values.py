@@ -327,6 +327,43 @@ def _attribute_name(pr: ProvenanceRecord):
     return None
 
 
+_ITERATED_CONTAINERS = (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.Sequential)
+
+
+def _iterated_container(owner_pr: ProvenanceRecord) -> bool:
+    """The module whose ``_modules`` is read (found from the jitted module along the provenance)
+    is a container whose submodules user code iterates."""
+    if owner_pr.inst is PseudoInst.INPUT_FN:
+        return False
+    try:
+        ctx = jit_ext.get_jit_ctx()
+    except LookupError:
+        return True
+    owner = _resolve(owner_pr, getattr(ctx, "_metatrace_fn", None))
+    return owner is _UNRESOLVED or isinstance(owner, _ITERATED_CONTAINERS)
+
+
+_UNRESOLVED = object()
+
+
+def _resolve(pr: ProvenanceRecord, root: Any, depth: int = 0) -> Any:
+    """The object a provenance rooted in the jitted module reads, or ``_UNRESOLVED``."""
+    if depth > 32 or root is None:
+        return _UNRESOLVED
+    if pr.inst is PseudoInst.INPUT_FN:
+        return root
+    if pr.inst in (PseudoInst.LOAD_ATTR, PseudoInst.BINARY_SUBSCR) and len(pr.inputs) == 2:
+        key = pr.inputs[1]
+        base = _resolve(pr.inputs[0], root, depth + 1)
+        if base is _UNRESOLVED or key.inst is not PseudoInst.CONSTANT:
+            return _UNRESOLVED
+        try:
+            return getattr(base, key.value) if pr.inst is PseudoInst.LOAD_ATTR else base[key.value]
+        except Exception:
+            return _UNRESOLVED
+    return _UNRESOLVED
+
+
 def needs_value_check(value: WrappedValue) -> bool:
     """A value the trace may bake in, read from outside the call's arguments (the arguments'
     structure and leaves are ``metatrace.structure``'s), whose provenance the prologue replays."""
@@ -341,8 +378,12 @@ def needs_value_check(value: WrappedValue) -> bool:
         name = _attribute_name(pr)
         if name in _SKIPPED_MEMBER_DICTS:
             return False  # namespaces; parameters and buffers: thunder checks each tensor it reads
-        if name == "_modules" and pr.inputs[0].inst is PseudoInst.INPUT_FN:
-            return False  # the root module's: the prologue reads it from thunder's ThunderModule
+        if name == "_modules" and not _iterated_container(pr.inputs[0]):
+            # Only a ModuleList/ModuleDict/Sequential's submodules are iterated (their number is
+            # baked in: ``ModuleList.append``); another module's are read one by one, each name
+            # through the submodule it gives (one check per submodule would cost every call).
+            # The root's is never checked: the prologue reads it from thunder's ThunderModule.
+            return False
     elif t in _CHECKED_LEAVES or isinstance(u, enum.Enum):
         pass
     elif isinstance(u, (types.FunctionType, types.BuiltinFunctionType, functools.partial)):
