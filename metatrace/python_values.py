@@ -34,7 +34,6 @@ import thunder.core.jit_ext as jit_ext
 import torch
 from thunder.core.interpreter import (
     INTERPRETER_CALLBACKS,
-    INTERPRETER_SIGNALS,
     ProvenanceRecord,
     PseudoInst,
     WrappedValue,
@@ -61,6 +60,7 @@ from metatrace.value_checks import (
 INTERPRET_LIMIT = 64
 
 _originals: dict[Any, Any] = {}
+_MISSING = object()  # a lookaside map had no entry for the key before install
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,9 +484,6 @@ def install() -> None:
     callbacks = jit_ext.general_jit_callbacks
     _originals["wrap_callback"] = callbacks[INTERPRETER_CALLBACKS.WRAP_CALLBACK]
     callbacks[INTERPRETER_CALLBACKS.WRAP_CALLBACK] = _wrap_callback
-
-
-_MISSING = object()
 
 
 def _is_contiguous_symbol():
