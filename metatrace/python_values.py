@@ -51,8 +51,8 @@ from metatrace.value_checks import (
     ExpectedContiguity,
     ValueConstraint,
     add_value_check,
-    argument_value,
     source_text,
+    traced_value,
 )
 
 # Containers up to this length are walked element by element (symbolic elements, relational
@@ -339,29 +339,8 @@ def _iterated_container(owner_pr: ProvenanceRecord) -> bool:
         ctx = jit_ext.get_jit_ctx()
     except LookupError:
         return True
-    owner = _resolve(owner_pr, getattr(ctx, "_metatrace_fn", None))
-    return owner is _UNRESOLVED or isinstance(owner, _ITERATED_CONTAINERS)
-
-
-_UNRESOLVED = object()
-
-
-def _resolve(pr: ProvenanceRecord, root: Any, depth: int = 0) -> Any:
-    """The object a provenance rooted in the jitted module reads, or ``_UNRESOLVED``."""
-    if depth > 32 or root is None:
-        return _UNRESOLVED
-    if pr.inst is PseudoInst.INPUT_FN:
-        return root
-    if pr.inst in (PseudoInst.LOAD_ATTR, PseudoInst.BINARY_SUBSCR) and len(pr.inputs) == 2:
-        key = pr.inputs[1]
-        base = _resolve(pr.inputs[0], root, depth + 1)
-        if base is _UNRESOLVED or key.inst is not PseudoInst.CONSTANT:
-            return _UNRESOLVED
-        try:
-            return getattr(base, key.value) if pr.inst is PseudoInst.LOAD_ATTR else base[key.value]
-        except Exception:
-            return _UNRESOLVED
-    return _UNRESOLVED
+    owner = traced_value(owner_pr, fn=getattr(ctx, "_metatrace_fn", None))
+    return owner is NotImplemented or isinstance(owner, _ITERATED_CONTAINERS)
 
 
 def needs_value_check(value: WrappedValue) -> bool:
@@ -441,7 +420,7 @@ def _is_contiguous_meta(original):
             ctx = jit_ext.get_jit_ctx()
         except LookupError:
             return result
-        real = argument_value(a.history, getattr(ctx, "_metatrace_call", None))
+        real = traced_value(a.history, call=getattr(ctx, "_metatrace_call", None))
         if not isinstance(real, torch.Tensor):
             return result  # an intermediate: thunder's answer (it models every result as contiguous)
         memory_format = kwargs.get("memory_format", args[0] if args else torch.contiguous_format)

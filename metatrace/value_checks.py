@@ -222,18 +222,20 @@ class ExpectedContiguity:
         return isinstance(t, torch.Tensor) and t.is_contiguous(memory_format=self.memory_format) == self.expected
 
 
-def argument_value(history, call: tuple[tuple, dict] | None, depth: int = 0) -> Any:
-    """The object a provenance rooted in the call's arguments reads (``args[0]``,
-    ``kwargs['x'].weight``), or ``NotImplemented`` when it is not one."""
-    if call is None or not isinstance(history, ProvenanceRecord) or depth > 12:
+def traced_value(history, *, call: tuple[tuple, dict] | None = None, fn: Any = None, depth: int = 0) -> Any:
+    """The object a provenance reads, replayed from the call's arguments (``args[0]``,
+    ``kwargs['x'].weight``) or from the jitted function or module (``INPUT_FN``: ``self.layers``),
+    or ``NotImplemented`` when it is rooted elsewhere or cannot be replayed."""
+    if not isinstance(history, ProvenanceRecord) or depth > 32:
         return NotImplemented
-    if history.inst is PseudoInst.INPUT_ARGS:
-        return call[0]
-    if history.inst is PseudoInst.INPUT_KWARGS:
-        return call[1]
+    roots = {PseudoInst.INPUT_ARGS: call[0] if call else NotImplemented,
+             PseudoInst.INPUT_KWARGS: call[1] if call else NotImplemented,
+             PseudoInst.INPUT_FN: fn if fn is not None else NotImplemented}
+    if history.inst in roots:
+        return roots[history.inst]
     if history.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR) and len(history.inputs) == 2:
         key = history.inputs[1]
-        base = argument_value(history.inputs[0], call, depth + 1)
+        base = traced_value(history.inputs[0], call=call, fn=fn, depth=depth + 1)
         if base is NotImplemented or key.inst is not PseudoInst.CONSTANT:
             return NotImplemented
         try:
