@@ -317,29 +317,17 @@ class Configured(torch.nn.Module):
         return self.act(x - 1) * (2 if self.mode is Mode.A else 3)
 
 
-def test_enum_attribute_change_follows_eager(enabled):
+CONFIG_CHANGES = {
+    "enum attribute": lambda m: setattr(m, "mode", Mode.B),
+    "callable attribute": lambda m: setattr(m, "act", torch.tanh),
+    "ModuleList.append": lambda m: m.layers.append(torch.nn.Identity()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONFIG_CHANGES))
+def test_module_state_change_follows_eager(enabled, name):
     m = Configured()
-
-    def change():
-        m.mode = Mode.B
-
-    eager, got, _ = _run(m, [(X4,), ((X4,), change)])
-    assert _all_equal(eager, got)
-
-
-def test_callable_attribute_change_follows_eager(enabled):
-    m = Configured()
-
-    def change():
-        m.act = torch.tanh
-
-    eager, got, _ = _run(m, [(X4,), ((X4,), change)])
-    assert _all_equal(eager, got)
-
-
-def test_module_list_append_follows_eager(enabled):
-    m = Configured()
-    eager, got, _ = _run(m, [(X4,), ((X4,), lambda: m.layers.append(torch.nn.Identity()))])
+    eager, got, _ = _run(m, [(X4,), ((X4,), lambda: CONFIG_CHANGES[name](m))])
     assert _all_equal(eager, got)
 
 
@@ -347,18 +335,18 @@ def _with_default(x, k=[1, 2]):  # noqa: B006 - a mutable default is the point
     return x[: max(k)] * 1
 
 
-def test_replaced_default_follows_eager(enabled):
-    def replace():
-        _with_default.__defaults__ = ([3, 4],)
+def _replace_default():
+    _with_default.__defaults__ = ([3, 4],)
 
+
+def _mutate_default():
+    _with_default.__defaults__[0].append(4)
+
+
+@pytest.mark.parametrize("change", [_replace_default, _mutate_default], ids=["replaced", "mutated"])
+def test_changed_default_follows_eager(enabled, change):
     _with_default.__defaults__ = ([1, 2],)
-    eager, got, _ = _run(_with_default, [(X4,), ((X4,), replace)])
-    assert _all_equal(eager, got)
-
-
-def test_mutated_default_follows_eager(enabled):
-    _with_default.__defaults__ = ([1, 2],)
-    eager, got, _ = _run(_with_default, [(X4,), ((X4,), lambda: _with_default.__defaults__[0].append(4))])
+    eager, got, _ = _run(_with_default, [(X4,), ((X4,), change)])
     assert _all_equal(eager, got)
 
 
