@@ -8,7 +8,7 @@ idempotent; ``with metatrace.enable(): ...`` disables again on exit.
 from __future__ import annotations
 
 from metatrace.checker import check_trace
-from metatrace.explain import explain
+from metatrace.guards.explain import explain
 from metatrace.install import disable, enable, is_enabled
 
 __all__ = ["enable", "disable", "is_enabled", "check_trace", "explain"]

@@ -3,6 +3,6 @@ import warnings
 
 warnings.filterwarnings("ignore", message="transformer_engine module not found")
 
-from metatrace.report import main  # noqa: E402
+from metatrace.codegen.report import main  # noqa: E402
 
 sys.exit(main())

@@ -7,12 +7,19 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import cache, clang_math, grad_guards, grad_rules, guard_op, jit_hooks, later_stages, module_state, numel, pyexec, python_values, readable, renames, safety_net, shape_reads, thunderfx
-from metatrace.codegen import prim_symbols
-from metatrace.explain import configure_from_environment
-from metatrace.loader import load
-from metatrace.recording import executor_meta, fallback_meta, recording_meta
-from metatrace.version import warn_if_untested
+from metatrace import thunderfx
+from metatrace.codegen import cache
+from metatrace.proxies import clang_math, numel, printing, renames, number_methods, shape_reads
+from metatrace.grad import deferred_guards, rules
+from metatrace.guards import prologue_op
+from metatrace.interpret import jit, module_state, python_values
+from metatrace.passes import size_producers
+from metatrace.metas import python_executor
+from metatrace.codegen.generate import prim_symbols
+from metatrace.guards.explain import configure_from_environment
+from metatrace.codegen.loader import load
+from metatrace.metas.recording import executor_meta, fallback_meta, recording_meta
+from metatrace.codegen.version import warn_if_untested
 
 
 @dataclass(frozen=True)
@@ -209,19 +216,19 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
             for sym in _executor_symbols_with_own_metas(ported):
                 installed.swapped.append((sym, sym.meta))
                 object.__setattr__(sym, "meta", executor_meta(sym.meta))
-            installed.pyexec_undo = pyexec.register()
-            installed.grad_rules_undo = grad_rules.install(loaded.grad_rules)
+            installed.pyexec_undo = python_executor.register()
+            installed.grad_rules_undo = rules.install(loaded.grad_rules)
             renames.install()
-            guard_op.register()
-            safety_net.install()
-            jit_hooks.install()
-            grad_guards.install()
+            prologue_op.register()
+            number_methods.install()
+            jit.install()
+            deferred_guards.install()
             module_state.install()
             python_values.install()
             clang_math.install()
-            later_stages.install()
+            size_producers.install()
             numel.install()
-            readable.install()
+            printing.install()
             shape_reads.install()
             thunderfx.install()
         except BaseException:
@@ -232,19 +239,19 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
 
 
 def _restore(installed: _Installed) -> None:
-    pyexec.unregister(installed.pyexec_undo)
-    grad_rules.uninstall(installed.grad_rules_undo)
+    python_executor.unregister(installed.pyexec_undo)
+    rules.uninstall(installed.grad_rules_undo)
     renames.uninstall()
-    guard_op.unregister()
-    safety_net.uninstall()
-    jit_hooks.uninstall()
-    grad_guards.uninstall()
+    prologue_op.unregister()
+    number_methods.uninstall()
+    jit.uninstall()
+    deferred_guards.uninstall()
     module_state.uninstall()
     python_values.uninstall()
     clang_math.uninstall()
-    later_stages.uninstall()
+    size_producers.uninstall()
     numel.uninstall()
-    readable.uninstall()
+    printing.uninstall()
     shape_reads.uninstall()
     thunderfx.uninstall()
     # Last: the metas were swapped first, and later steps wrap some of them again.

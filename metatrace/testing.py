@@ -16,7 +16,7 @@ from numbers import Number
 from thunder.core.langctxs import Languages, langctx
 from thunder.core.proxies import NumberProxy, TensorProxy, pyval
 
-import metatrace.recording as recording
+import metatrace.metas.recording as recording
 
 
 def metadata(x):

@@ -1,7 +1,7 @@
 """Building and recognising calls into metatrace's runtime from rewritten code.
 
 Every transformer emits calls of the form ``_mt.<name>(...)``; the generated module binds ``_mt``
-to ``metatrace.runtime``. Keeping the name and the call builder in one place lets the
+to ``metatrace.metas.runtime``. Keeping the name and the call builder in one place lets the
 transformers recognise each other's output (e.g. the conditions pass skips ``_mt.truth`` calls).
 """
 

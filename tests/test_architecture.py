@@ -246,15 +246,15 @@ def enable_disable_snapshots():
 
 
 def test_snapshot_sees_a_patch():
-    import metatrace.clang_math
+    import metatrace.proxies.clang_math
     import thunder.clang as clang
 
     before = thunder_snapshot()
-    metatrace.clang_math.install()
+    metatrace.proxies.clang_math.install()
     try:
         during = thunder_snapshot()
     finally:
-        metatrace.clang_math.uninstall()
+        metatrace.proxies.clang_math.uninstall()
     assert changed_locations(before, during) == {("thunder.clang", "math")}
 
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import thunder
-from metatrace import registry
+from metatrace.guards import registry
 
 COMPILES = 200
 

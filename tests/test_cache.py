@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import metatrace.cli as cli
-import metatrace.codegen as codegen
-import metatrace.version as version
-from metatrace import cache
+import metatrace.codegen.cli as cli
+import metatrace.codegen.generate as codegen
+import metatrace.codegen.version as version
+from metatrace.codegen import cache
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ import thunder.core.prims as prims
 
 import metatrace
 from metatrace.checker import TraceCheckError, find_orphans
-from metatrace.codegen import prim_symbols
+from metatrace.codegen.generate import prim_symbols
 
 
 def _slice_line(trace) -> str:

@@ -12,8 +12,8 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.proxies import IntegerProxy, NumberProxy
 
 import metatrace
-from metatrace import cache
-from metatrace.guards import PROGRAMS, GuardFailure, check_guards
+from metatrace.codegen import cache
+from metatrace.guards.collect import PROGRAMS, GuardFailure, check_guards
 from workloads import causal_attention, causal_mask
 
 SYMBOLIC = "symbolic values"

@@ -100,7 +100,7 @@ def test_stock_thunder_cannot_unpack_parameters_under_symbolic_values():
 
 
 def test_arange_of_a_symbol_is_not_pinned(enabled):
-    """clang.arange's math.isfinite(stop) no longer reads the size (metatrace.clang_math)."""
+    """clang.arange's math.isfinite(stop) no longer reads the size (metatrace.proxies.clang_math)."""
 
     def positions(x):
         return x + torch.arange(x.shape[0])

@@ -14,8 +14,8 @@ import pytest
 from thunder.core.prims import PrimIDs
 
 import metatrace
-from metatrace import cache
-from metatrace.codegen import prim_symbols
+from metatrace.codegen import cache
+from metatrace.codegen.generate import prim_symbols
 from metatrace.testing import compare_metas
 from opinfo_harness import iter_cases, run_case
 from prim_samples import SAMPLES, direct_call_context
@@ -72,7 +72,7 @@ def test_prim(prim, manifest, meta_log):
 
 
 def test_report_prints_every_prim_and_totals(manifest, capsys):
-    from metatrace.report import main
+    from metatrace.codegen.report import main
 
     assert main(["report"]) == 0
     out = capsys.readouterr().out

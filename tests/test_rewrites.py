@@ -213,7 +213,7 @@ def test_module_level_def_shadowing_int_is_not_rewritten():
 
 
 def test_rewritten_module_calls_its_own_max():
-    import metatrace.runtime as runtime
+    import metatrace.metas.runtime as runtime
 
     source = "def max(a, b):\n    return a\ndef f(a, b):\n    return max(a, b)\n"
     namespace: dict = {"_mt": runtime}
@@ -299,7 +299,7 @@ SEMANTICS_SNIPPET = textwrap.dedent(
 )
 def test_rewritten_code_computes_what_the_original_computes(args):
     """On plain Python values the runtime must be transparent: same results, same branches."""
-    import metatrace.runtime as runtime
+    import metatrace.metas.runtime as runtime
 
     original_ns: dict = {}
     exec(SEMANTICS_SNIPPET, original_ns)

@@ -7,9 +7,9 @@ import pytest
 import thunder.core.prims as prims
 from thunder.core.proxies import IntegerProxy
 
-import metatrace.runtime as rt
-from metatrace import sink
-from metatrace.guards import GuardCollector
+import metatrace.metas.runtime as rt
+from metatrace.metas import concretizations
+from metatrace.guards.collect import GuardCollector
 from prim_samples import direct_call_context, n
 
 
@@ -20,11 +20,11 @@ def recorder():
         scope: list = []
         tokens = (rt.RECORDER.set(scope), rt.RECORDED.set([]))
         collector = GuardCollector()
-        sink_token = sink.COLLECTOR.set(collector)
+        sink_token = concretizations.COLLECTOR.set(collector)
         try:
             yield scope, collector
         finally:
-            sink.COLLECTOR.reset(sink_token)
+            concretizations.COLLECTOR.reset(sink_token)
             rt.RECORDED.reset(tokens[1])
             rt.RECORDER.reset(tokens[0])
 

@@ -1,7 +1,7 @@
 """The contract between the rewrites and the runtime.
 
 The rewrites (``rewrites/*.py``) emit calls ``_mt.<name>(...)`` by string; the runtime
-(``metatrace/runtime.py``) defines the functions. Nothing but these tests ties the two together:
+(``metatrace/metas/runtime.py``) defines the functions. Nothing but these tests ties the two together:
 
 - every name the rewrites can emit (their tables, and every literal name passed to
   ``runtime_call``/``runtime_attr``/``is_runtime_call``) is a callable of the runtime, taking the
@@ -29,7 +29,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-import metatrace.runtime as runtime
+import metatrace.metas.runtime as runtime
 import rewrites
 from rewrites.arithmetic import AUGMENTED_OPS, BINARY_OPS, UNARY_OPS
 from rewrites.builtin_calls import BUILTIN_CALLS
@@ -169,7 +169,7 @@ def test_literal_names_are_found():
 
 @pytest.mark.parametrize("name", sorted(literal_runtime_names() | table_runtime_names()))
 def test_emitted_name_is_a_runtime_function(name):
-    assert callable(getattr(runtime, name, None)), f"the rewrites emit _mt.{name}, which metatrace.runtime lacks"
+    assert callable(getattr(runtime, name, None)), f"the rewrites emit _mt.{name}, which metatrace.metas.runtime lacks"
 
 
 def _accepts(fn, n: int) -> bool:

@@ -1,4 +1,4 @@
-"""Guard simplification (metatrace.simplify): never weaker, never stronger, and readable.
+"""Guard simplification (metatrace.guards.simplify): never weaker, never stronger, and readable.
 
 (a) For real traced functions the simplified guards of each entry accept exactly the leaf values
     the recorded guards accept (both compiled by GuardProgram, a raising guard counting as failed),
@@ -24,9 +24,9 @@ from thunder.core.trace import TraceCtx, tracectx
 from thunder.tests import nanogpt_model
 
 import metatrace
-import metatrace.simplify as simplify_module
-from metatrace.guards import GuardFailure, GuardProgram, Guard, project
-from metatrace.simplify import simplify
+import metatrace.guards.simplify as simplify_module
+from metatrace.guards.collect import GuardFailure, GuardProgram, Guard, project
+from metatrace.guards.simplify import simplify
 from workloads import causal_attention, causal_mask
 
 SYMBOLIC = "symbolic values"

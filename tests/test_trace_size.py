@@ -1,7 +1,7 @@
 """What metatrace adds to a trace stays small: compile cost is linear in the nested bound symbols
 every later pass re-traces (the grad transform, the executor passes).
 
-- a composite symbol binds each tensor's sizes once (``metatrace.shape_reads``), never re-binds
+- a composite symbol binds each tensor's sizes once (``metatrace.proxies.shape_reads``), never re-binds
   sizes its scope already defines;
 - thunder's own decisions inside composites (``compute_broadcast_shape``'s ``s == 1``) are
   guards, not ``prims.eq`` bound symbols;
@@ -22,7 +22,7 @@ import thunder
 from thunder.core.proxies import NumberProxy
 
 from metatrace.checker import check_trace
-from metatrace.shape_reads import _ScopeIndex
+from metatrace.proxies.shape_reads import _ScopeIndex
 
 
 def _all_traces(jf) -> list:

@@ -16,7 +16,7 @@ import thunder
 
 import metatrace
 from metatrace.checker import check_trace
-from metatrace.guards import DataDependentError
+from metatrace.guards.collect import DataDependentError
 
 ROPE_CACHE = torch.randn(64, 4)
 

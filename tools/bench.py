@@ -52,14 +52,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import thunder  # noqa: E402
 
 import metatrace  # noqa: E402
-from metatrace import codegen  # noqa: E402
+from metatrace.codegen import generate  # noqa: E402
 
 
 def bench_codegen(repeats: int) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        codegen.generate()
+        generate.generate()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 

@@ -22,7 +22,7 @@ import torch  # noqa: E402
 import thunder  # noqa: E402
 
 import metatrace  # noqa: E402
-from metatrace import cache  # noqa: E402
+from metatrace.codegen import cache  # noqa: E402
 from metatrace.checker import find_orphans  # noqa: E402
 
 

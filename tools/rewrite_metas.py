@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Rewrites the installed thunder's prim metas into the cache directory (see metatrace.codegen and metatrace.cli).
+"""Rewrites the installed thunder's prim metas into the cache directory (see metatrace.codegen.generate and metatrace.codegen.cli).
 
     python tools/rewrite_metas.py            # generate (or reuse) and print the totals
     python tools/rewrite_metas.py --check    # exit 1 when missing or stale
@@ -11,7 +11,7 @@ import warnings
 
 warnings.filterwarnings("ignore", message="transformer_engine module not found")
 
-from metatrace.cli import rewrite_metas  # noqa: E402
+from metatrace.codegen.cli import rewrite_metas  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(rewrite_metas())

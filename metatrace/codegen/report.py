@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from metatrace import cache
+from metatrace.codegen import cache
 
 
 def format_report(manifest: dict) -> str:

@@ -36,7 +36,7 @@ from thunder.core.pytree import tree_iter
 from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx, is_tracing
 
-from metatrace.safety_net import in_meta
+from metatrace.proxies.number_methods import in_meta
 
 _original_shape = None
 _original_call = None

@@ -21,7 +21,7 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import Proxy
 
-from metatrace.registry import EXPECTED, new_id, structure_symbol
+from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
 
 CONTAINERS = (list, tuple, dict, slice)
 NUMBER_TYPES = (int, float, complex)  # guarded by type under symbolic values (bool is a value type)
@@ -49,7 +49,7 @@ class StructureMismatch(Exception):
     pass
 
 
-# Expected structures by id (metatrace.registry.EXPECTED): the prologue's bound symbol carries the id.
+# Expected structures by id (metatrace.guards.registry.EXPECTED): the prologue's bound symbol carries the id.
 
 
 ALIAS = ("alias of an earlier argument",)
@@ -61,7 +61,7 @@ class NumberTypes(tuple):
 
 def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
     expected = EXPECTED[structure_id]
-    if hasattr(expected, "matches"):  # metatrace.value_checks.ExpectedValue
+    if hasattr(expected, "matches"):  # metatrace.guards.value_checks.ExpectedValue
         if not expected.matches(value):
             raise StructureMismatch(f"value changed: expected {expected.text}")
         return
@@ -138,7 +138,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict) -> list[str
         ctx.add_constraint((StructureConstraint(structure_id), proxy))
         texts.append(f"structure of {where}: {EXPECTED[structure_id]}")
     if symbolic:
-        # numbers read from globals, closures and objects (metatrace.dropin.note_number_leaf)
+        # numbers read from globals, closures and objects (metatrace.proxies.python_semantics.note_number_leaf)
         numbers += [(p, type(p.value)) for p in getattr(ctx, "_metatrace_number_leaves", {}).values()]
     if numbers:
         # One check for the types of all number arguments (and other number inputs).

@@ -6,10 +6,10 @@ and its interpreter and number proxies assume Python ints in places. While metat
 - Inputs that can never be sizes are static, as in thunder's constant-values mode: a string
   (an argument, or a module attribute such as ``Conv1d.padding_mode``) stays a plain ``str`` in
   the trace and the prologue checks its value (``check_string_value``). Devices already are;
-  dtypes, ``None`` and ``Ellipsis`` are never proxied (``metatrace.structure`` checks the call's).
+  dtypes, ``None`` and ``Ellipsis`` are never proxied (``metatrace.guards.structure`` checks the call's).
 - A slice argument keeps its numbers symbolic: ``start``/``stop``/``step`` become number
   proxies that the prologue unpacks as ``args[i].start`` ..., guarded like any number, and the
-  slice's shape (which parts are None) is checked by ``metatrace.structure``.
+  slice's shape (which parts are None) is checked by ``metatrace.guards.structure``.
 - A number proxy used as an index into a Python tuple or list (``x.shape[d]``) bakes its value
   in: an equality guard, as for any concretization.
 - ``len`` of a tensor returns its symbolic first size (the interpreter insisted on an int).
@@ -23,7 +23,7 @@ and its interpreter and number proxies assume Python ints in places. While metat
   (``math.floor(-3.25)`` was -3, ``7 ** -2`` was 0): ``math.floor``/``ceil``/``trunc`` are
   ``int(prims.floor(x))`` ..., float ``a // b`` is ``prims.py_floordiv``, and ``round``,
   ``int ** int`` and ``where`` on three numbers run as the Python functions themselves
-  (operators of the python executor, ``metatrace.pyexec``).
+  (operators of the python executor, ``metatrace.metas.python_executor``).
 - ``where`` with a symbolic number condition and tensor branches (``copysign(t, n)``) makes the
   condition a 0-d tensor: no executor runs ``prims.where`` on a number condition.
 - ``torch.linalg.multi_dot``: thunder's function refuses symbolic sizes (it picks the
@@ -60,9 +60,10 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy, proxy
 from thunder.core.pytree import tree_flatten, tree_unflatten
 from thunder.core.trace import get_tracectx
 
-from metatrace import pyexec, safety_net, shape_reads, sink
+from metatrace.metas import python_executor, concretizations
 
 # (thunder.clang re-exports a ``langctx`` name that hides the submodule from attribute access)
+from metatrace.proxies import number_methods, shape_reads
 clang_langctx = importlib.import_module("thunder.clang.langctx")
 symbol_module = importlib.import_module("thunder.core.symbol")
 
@@ -74,7 +75,7 @@ _swapped_metas: list = []  # (symbol, its meta before install)
 
 
 # ---------------------------------------------------------------------------------------------
-# Static strings, symbolic slices (called by metatrace.module_state's JitCtx.proxify)
+# Static strings, symbolic slices (called by metatrace.interpret.module_state's JitCtx.proxify)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -93,7 +94,7 @@ def _slice_part(slice_provenance: ProvenanceRecord, attr: str, v: Any) -> Any:
 
 
 def _rooted_in_arguments(history) -> bool:
-    """The value is an argument, or an element of one (``args[1][0]``): ``metatrace.structure``
+    """The value is an argument, or an element of one (``args[1][0]``): ``metatrace.guards.structure``
     checks the types of those numbers from the call's arguments."""
     while isinstance(history, ProvenanceRecord) and history.inst is PseudoInst.BINARY_SUBSCR and history.inputs:
         history = history.inputs[0]
@@ -102,7 +103,7 @@ def _rooted_in_arguments(history) -> bool:
 
 def note_number_leaf(ctx, value: WrappedValue, p: Any) -> None:
     """Remembers a symbolic number read from anywhere but the call's arguments (a global, a
-    closure cell, an object's attribute), so that ``metatrace.structure`` checks its type in the
+    closure cell, an object's attribute), so that ``metatrace.guards.structure`` checks its type in the
     prologue: thunder's symbolic-values prologue checks no number's type, and a trace made for
     ``n = 2`` bakes in what ``int`` implies (``x * n``'s dtype, ``isinstance(n, int)``)."""
     if (
@@ -145,9 +146,9 @@ def proxify_static(ctx, value: WrappedValue) -> Any:
 
 def _concrete_index(idx: WrappedValue) -> WrappedValue:
     uidx = idx.value
-    if isinstance(uidx, IntegerProxy) and sink.COLLECTOR.get() is not None:
+    if isinstance(uidx, IntegerProxy) and concretizations.COLLECTOR.get() is not None:
         value = uidx.value
-        sink.static(uidx, value, "index into a tuple or list")
+        concretizations.static(uidx, value, "index into a tuple or list")
         return wrap_const(value)
     return idx
 
@@ -174,7 +175,7 @@ def _len_lookaside(obj):
         return result
 
     u = obj.value
-    if isinstance(u, TensorProxy) and sink.COLLECTOR.get() is not None:
+    if isinstance(u, TensorProxy) and concretizations.COLLECTOR.get() is not None:
         return _interpret_call(impl, obj)
     return _originals["len"](obj)
 
@@ -188,7 +189,7 @@ def _rdivmod(self, other):
 
 
 # ---------------------------------------------------------------------------------------------
-# Python number semantics (operators in metatrace.pyexec)
+# Python number semantics (operators in metatrace.metas.python_executor)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -199,7 +200,7 @@ def _tracing() -> bool:
 
 
 def _is_integer(x) -> bool:
-    return pyexec.number_type(x) in (bool, int)
+    return python_executor.number_type(x) in (bool, int)
 
 
 def _to_integer(name: str):
@@ -230,18 +231,18 @@ def _round(self, ndigits=None):
     if ndigits is None:
         if isinstance(self, IntegerProxy) and self.python_type is int:
             return self
-        return pyexec.py_op("round")(self)
-    return pyexec.py_op("round_digits")(self, ndigits)
+        return python_executor.py_op("round")(self)
+    return python_executor.py_op("round_digits")(self, ndigits)
 
 
 def _pow(a, b, original):
     if not (_tracing() and _is_integer(a) and _is_integer(b)):
         return original()
     # int ** int is an int, unless the exponent is negative: its type depends on the sign.
-    negative = pyexec.number_value(b) < 0
+    negative = python_executor.number_value(b) < 0
     if isinstance(b, NumberProxy):
-        sink.relation("lt", b, 0, negative)
-    return pyexec.py_op("pow_float" if negative else "pow_int")(a, b)
+        concretizations.relation("lt", b, 0, negative)
+    return python_executor.py_op("pow_float" if negative else "pow_int")(a, b)
 
 
 def _pow_method(self, other):
@@ -257,16 +258,16 @@ def _floor_divide(a, b):
     through ``int()`` for a float, and from signbit, fmod, ne, logical_and, where and sub for
     integers (eight bound symbols that every later pass re-traces: ``clang.reshape``'s
     ``a.numel // numel`` on every reshape); Python's own ``//`` is one ``prims.py_floordiv`` (the
-    prologue's guards replay it; metatrace.pyexec makes it non-differentiable, as floor is)."""
+    prologue's guards replay it; metatrace.metas.python_executor makes it non-differentiable, as floor is)."""
     if (
         isinstance(a, (Number, NumberProxy))
         and isinstance(b, (Number, NumberProxy))
         and any(isinstance(x, NumberProxy) for x in (a, b))
-        and complex not in (pyexec.number_type(a), pyexec.number_type(b))
+        and complex not in (python_executor.number_type(a), python_executor.number_type(b))
         and _tracing()
     ):
-        a, b = safety_net.bool_as_int(a), safety_net.bool_as_int(b)
-        if float in (pyexec.number_type(a), pyexec.number_type(b)):
+        a, b = number_methods.bool_as_int(a), number_methods.bool_as_int(b)
+        if float in (python_executor.number_type(a), python_executor.number_type(b)):
             # float // int is a float in Python; py_floordiv's meta wants one number type
             a, b = _as_float(a), _as_float(b)
         return prims.py_floordiv(a, b)
@@ -301,14 +302,14 @@ def _unary_on_bool(name: str):
 
 def _shift(name: str, reflected: bool):
     """``<<`` and ``>>`` on integers (thunder 0.2.6 raises NotImplementedError): Python's operator
-    itself, run by the python executor (``metatrace.pyexec``)."""
+    itself, run by the python executor (``metatrace.metas.python_executor``)."""
 
     def method(self, other):
         a, b = (other, self) if reflected else (self, other)
         if not (_tracing() and _is_integer(a) and _is_integer(b)):
             return _originals[(NumberProxy, name)](self, other)
-        return pyexec.py_op(name.strip("_").lstrip("r") if reflected else name.strip("_"))(
-            safety_net.bool_as_int(a), safety_net.bool_as_int(b)
+        return python_executor.py_op(name.strip("_").lstrip("r") if reflected else name.strip("_"))(
+            number_methods.bool_as_int(a), number_methods.bool_as_int(b)
         )
 
     method.__name__ = name
@@ -347,7 +348,7 @@ def _where(pred, a, b):
     if any(isinstance(x, NumberProxy) for x in xs) and _tracing():
         if all(isinstance(x, (Number, NumberProxy)) for x in xs):
             # prims.where has no meta for three numbers
-            return pyexec.py_op("where")(pred, a, b)
+            return python_executor.py_op("where")(pred, a, b)
         if isinstance(pred, NumberProxy):
             # A symbolic condition with tensor branches (clang.copysign(t, n): where(signbit(n),
             # ...)): no executor runs prims.where on a number condition; as a 0-d tensor it
@@ -376,7 +377,7 @@ def _multi_dot_meta(original):
         for t in tensors:
             for s in t._shape:
                 if isinstance(s, NumberProxy):
-                    sink.static(s, s.value, why)
+                    concretizations.static(s, s.value, why)
             # prims.reshape, not clang's: that returns the tensor itself when the sizes compare equal
             static.append(prims.reshape(t, tuple(s.value if isinstance(s, NumberProxy) else s for s in t._shape)))
         return original(static, out=out)
@@ -410,7 +411,7 @@ def _arange_meta(original):
     @functools.wraps(original)
     def meta(start, end=None, step=1, *, device=None, dtype=None):
         if dtype is None and any(
-            isinstance(x, NumberProxy) and pyexec.number_type(x) is float for x in (start, end, step)
+            isinstance(x, NumberProxy) and python_executor.number_type(x) is float for x in (start, end, step)
         ):
             dtype = ltorch.maybe_get_default_dtype(None)
         return original(start, end, step, device=device, dtype=dtype)
@@ -427,7 +428,7 @@ def _randint_meta(original):
         bounds = (0,) if len(args) == 2 and isinstance(args[1], (tuple, list)) else (0, 1)
         for i in bounds:
             if i < len(args) and isinstance(args[i], NumberProxy):
-                sink.static(args[i], args[i].value, "a bound of torch.randint")
+                concretizations.static(args[i], args[i].value, "a bound of torch.randint")
                 args[i] = args[i].value
         return original(*args, **kwargs)
 
@@ -534,7 +535,7 @@ def _new_number(t: TensorProxy, n):
     """A 1-d tensor's product of sizes is its size (safety_net folds ``1 * n``): as numel it is a
     new number (``1 * n`` recorded), which a symbol may return and a caller may make callable."""
     if isinstance(n, IntegerProxy) and any(n is s for s in t._shape):
-        return safety_net.unfolded_times_one(n)
+        return number_methods.unfolded_times_one(n)
     return n
 
 
@@ -559,7 +560,7 @@ def _concrete_numbers(x: Any, why: str = "an element of torch.tensor's data") ->
     out = []
     for leaf in leaves:
         if isinstance(leaf, NumberProxy):
-            sink.static(leaf, leaf.value, why)
+            concretizations.static(leaf, leaf.value, why)
             leaf = leaf.value
         out.append(leaf)
     return tree_unflatten(out, spec)
@@ -590,7 +591,7 @@ def _opaque_with_values(fn, why: str):
 def _isinstance_lookaside(obj, cls):
     """``isinstance(n, int)`` on a number proxy answers for the number it stands for (thunder's
     lookaside asked the proxy class: False, and ``if isinstance(a, int)`` took the wrong branch).
-    The number's type is checked by the prologue (``metatrace.structure``'s type check)."""
+    The number's type is checked by the prologue (``metatrace.guards.structure``'s type check)."""
     u, ucls = obj.value, cls.value
     if isinstance(u, NumberProxy) and getattr(u, "python_type", None) in (bool, int, float, complex):
         try:

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from metatrace.version import thunder_version
+from metatrace.codegen.version import thunder_version
 
 METAS_FILE = "metas.py"
 MANIFEST_FILE = "manifest.json"
@@ -34,7 +34,7 @@ def base_directory() -> Path:
 
 def directory(out: Path | None = None, key: str | None = None) -> Path:
     """Where the generated files for the installed thunder live (``out`` overrides the base)."""
-    from metatrace.codegen import source_hash
+    from metatrace.codegen.generate import source_hash
 
     key = source_hash() if key is None else key
     return (out if out is not None else base_directory()) / f"thunder-{thunder_version()}-{key[:16]}"
@@ -79,7 +79,7 @@ class CacheState:
 
 
 def state(out: Path | None = None) -> CacheState:
-    from metatrace.codegen import source_hash
+    from metatrace.codegen.generate import source_hash
 
     key = source_hash()
     dir_ = directory(out, key)
@@ -102,7 +102,7 @@ class CacheResult:
 
 def ensure(out: Path | None = None, *, force: bool = False) -> CacheResult:
     """The generated files for the installed thunder, generating them when missing, stale or corrupt."""
-    from metatrace.codegen import generate, source_hash
+    from metatrace.codegen.generate import generate, source_hash
 
     key = source_hash()
     dir_ = directory(out, key)

@@ -5,7 +5,7 @@ thunder's python executor runs ``prims.add``/``prims.sub``/... on numbers, but n
 ``bitwise_not``. They are registered on enable, for numbers only, and removed on disable.
 
 Also registered: operators with Python's exact number semantics (``math.floor``, ``round``,
-``int ** int``, ``where`` on three numbers), which ``metatrace.dropin`` routes NumberProxy's
+``int ** int``, ``where`` on three numbers), which ``metatrace.proxies.python_semantics`` routes NumberProxy's
 dunders to; see below.
 """
 
@@ -50,7 +50,7 @@ def register() -> list:
     for op_name in register_python_semantics():
         undo.append((None, op_name, None))
     if prims.PrimIDs.PY_FLOORDIV not in nondifferentiable_vjp_symbols:
-        # Python's ``//`` on numbers (metatrace.dropin sends float ``a // b`` to it): piecewise
+        # Python's ``//`` on numbers (metatrace.proxies.python_semantics sends float ``a // b`` to it): piecewise
         # constant like floor, which thunder lists; without this the grad transform finds no rule.
         nondifferentiable_vjp_symbols.add(prims.PrimIDs.PY_FLOORDIV)
         undo.append((_NONDIFF, prims.PrimIDs.PY_FLOORDIV, None))
@@ -89,7 +89,7 @@ def unregister(undo: list) -> None:
 # depends only on the argument types (checked by the prologue's structure guard), except
 # ``int ** int``, whose type depends on the exponent's sign: that sign is guarded.
 # (``math.floor``/``ceil``/``trunc`` and float ``//`` are written with replayable number prims
-# instead, see ``metatrace.dropin``.) All of them are non-differentiable for the grad transform. The guards cannot replay these operators: a guard on a value computed
+# instead, see ``metatrace.proxies.python_semantics``.) All of them are non-differentiable for the grad transform. The guards cannot replay these operators: a guard on a value computed
 # by one pins the inputs (correct; guards.REPLAYABLE could learn them).
 
 _NUMBER_TYPES = (bool, int, float, complex)

@@ -17,11 +17,11 @@ import logging
 import thunder.transforms.autodiff as autodiff
 from thunder.core.compile_data import _compile_data
 
-from metatrace import sink
-from metatrace.later_stages import hoist_size_producers
-from metatrace.registry import new_id
-from metatrace.runtime import INTERPRETING
-from metatrace.guards import (
+from metatrace.metas import concretizations
+from metatrace.passes.size_producers import hoist_size_producers
+from metatrace.guards.registry import new_id
+from metatrace.metas.runtime import INTERPRETING
+from metatrace.guards.collect import (
     PROGRAMS,
     Guard,
     GuardCollector,
@@ -37,9 +37,9 @@ from metatrace.guards import (
 )
 from thunder.core.proxies import NumberProxy, TensorProxy
 
-from metatrace.simplify import simplify
+from metatrace.guards.simplify import simplify
 
-logger = logging.getLogger("metatrace.guards")
+logger = logging.getLogger("metatrace.guards.collect")
 
 _original = autodiff.grad_transform_on_trace
 
@@ -84,13 +84,13 @@ def grad_transform_on_trace(trace, /, *args, **kwargs):
     cs._metatrace_pending_grad = None
     program_id, leaves, renamed, shown, sizes, forward_texts = pending
     collector = GuardCollector()
-    token = sink.COLLECTOR.set(collector)
+    token = concretizations.COLLECTOR.set(collector)
     recording = INTERPRETING.set(True)
     try:
         result = _original(trace, *args, **kwargs)
     finally:
         INTERPRETING.reset(recording)
-        sink.COLLECTOR.reset(token)
+        concretizations.COLLECTOR.reset(token)
     if collector.guards:
         PROGRAMS[program_id] = _program(program_id, collector, leaves, renamed, shown, sizes, forward_texts, [trace, result])
     return hoist_size_producers(result)

@@ -1,7 +1,7 @@
 """Command lines over the codegen and its cache: ``tools/rewrite_metas.py`` and the
-``metatrace-rewrite-metas`` entry point. (``python -m metatrace report`` is in metatrace.report.)
+``metatrace-rewrite-metas`` entry point. (``python -m metatrace report`` is in metatrace.codegen.report.)
 
-Kept apart from :mod:`metatrace.codegen`, which generates, and :mod:`metatrace.cache`, which
+Kept apart from :mod:`metatrace.codegen.generate`, which generates, and :mod:`metatrace.codegen.cache`, which
 stores what it generated and calls the codegen when stale: neither imports the other's caller.
 """
 
@@ -11,13 +11,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from metatrace import cache, codegen
-from metatrace.version import warn_if_untested
+from metatrace.codegen import cache, generate
+from metatrace.codegen.version import warn_if_untested
 from rewrites.pipeline import RewriteError
 
 
 def rewrite_metas(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rewrite_metas", description=codegen.__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="rewrite_metas", description=generate.__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="output directory (default: the cache directory; env METATRACE_CACHE_DIR)")
     parser.add_argument("--check", action="store_true", help="exit 1 if the cache is missing or stale, generate nothing")
     parser.add_argument("--force", action="store_true", help="regenerate even if the cache is current")

@@ -2,7 +2,7 @@
 
 The runtime reports two kinds of events: a relation that a branch or check decided
 (``lhs <op> rhs`` was ``value``) and a value that was baked in (``x == value``). A collector is
-installed for the duration of one trace (see ``metatrace.guards``); with none installed the
+installed for the duration of one trace (see ``metatrace.guards.collect``); with none installed the
 events are dropped, which is thunder's own behaviour.
 """
 

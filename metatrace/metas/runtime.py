@@ -9,7 +9,7 @@ tracing with ``cache="symbolic values"``):
 - comparisons return a :class:`SymBool` that remembers the relation, so a branch or check that
   consumes it can be guarded by the relation itself;
 - every place that turns a symbolic number into a Python value (``truth``, ``index``, ``int_``,
-  ``pyval``...) reports the concretization to the active guard sink (see ``metatrace.guards``).
+  ``pyval``...) reports the concretization to the active guard sink (see ``metatrace.guards.collect``).
 
 With no recorder active (plain numbers, constant-values caching, a meta called outside a trace)
 each function does exactly what thunder's own code did.
@@ -31,7 +31,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy, numberproxy
 from thunder.core.proxies import pyval as _thunder_pyval
 from thunder.core.utils import resolve_constraints
 
-from metatrace import sink
+from metatrace.metas import concretizations
 
 # The list of bound symbols that recorded ops go to: the scope of the caller of the prim whose
 # rewritten meta is running. None: record nothing, behave like thunder.
@@ -53,7 +53,7 @@ def _is_symbolic(x: Any) -> bool:
 
 
 # Size symbol name -> the running meta's tensor argument it is a size of, and the names already
-# bound in the recorder's scope (see _bind_sizes). Set by metatrace.recording per meta call.
+# bound in the recorder's scope (see _bind_sizes). Set by metatrace.metas.recording per meta call.
 SIZE_SOURCES: ContextVar[Any] = ContextVar("metatrace_size_sources", default=None)  # recording.SizeSources
 
 
@@ -78,13 +78,13 @@ def _record(sym, value: Number, *args: Any) -> NumberProxy:
     recorder.append(bsym)
     if (recorded := RECORDED.get()) is not None:
         recorded.append(bsym)
-    sink.produced(bsym)
+    concretizations.produced(bsym)
     return out
 
 
-# True while metas may record: while thunder interprets the jitted function (metatrace.jit_hooks),
-# and through the grad transform and the executor passes (metatrace.grad_guards,
-# metatrace.later_stages), so every trace's sizes have producers. False elsewhere (a meta run
+# True while metas may record: while thunder interprets the jitted function (metatrace.interpret.jit),
+# and through the grad transform and the executor passes (metatrace.grad.deferred_guards,
+# metatrace.passes.size_producers), so every trace's sizes have producers. False elsewhere (a meta run
 # outside a jit compile records nothing).
 INTERPRETING: ContextVar[bool] = ContextVar("metatrace_interpreting", default=False)
 
@@ -325,11 +325,11 @@ def truth(x) -> bool:
     if type(x) is bool:
         return x
     if isinstance(x, SymBool):
-        sink.relation(x.op, x.lhs, x.rhs, x.value)
+        concretizations.relation(x.op, x.lhs, x.rhs, x.value)
         return x.value
     if _is_symbolic(x):
         value = bool(_thunder_pyval(x))
-        sink.relation("ne", x, 0, value)
+        concretizations.relation("ne", x, 0, value)
         return value
     return bool(x)
 
@@ -402,7 +402,7 @@ def concretize(x, why: str):
         return x
     value = _thunder_pyval(x)
     if not VALUE_PROPAGATION.get():
-        sink.static(x, value, why)
+        concretizations.static(x, value, why)
     return value
 
 
@@ -413,7 +413,7 @@ def index(x):
     if not _is_symbolic(x):
         return x
     value = _thunder_pyval(x)
-    sink.static(x, value, "index")
+    concretizations.static(x, value, "index")
     return value
 
 

@@ -1,9 +1,9 @@
 """What the prologue's guard operators look up at run time, in a leaf module.
 
 A prologue bound symbol carries a printable id (``metatrace_guards('g3', ...)``,
-``metatrace_structure('s7', ...)``); the id names a :class:`metatrace.guards.GuardProgram` in
-``PROGRAMS`` or an expected argument structure in ``EXPECTED`` (:mod:`metatrace.structure`). The
-operators themselves are registered on thunder's python executor by :mod:`metatrace.guard_op`
+``metatrace_structure('s7', ...)``); the id names a :class:`metatrace.guards.collect.GuardProgram` in
+``PROGRAMS`` or an expected argument structure in ``EXPECTED`` (:mod:`metatrace.guards.structure`). The
+operators themselves are registered on thunder's python executor by :mod:`metatrace.guards.prologue_op`
 while metatrace is enabled. Kept apart so that guards, structure, guard_op and explain each
 import this module and none of them imports another to reach the shared state.
 
@@ -22,9 +22,9 @@ from typing import Any
 
 from thunder.core.compile_data import _compile_data
 
-# Guard programs by id (metatrace.guards.GuardProgram).
+# Guard programs by id (metatrace.guards.collect.GuardProgram).
 PROGRAMS: dict[str, Any] = {}
-# Expected argument structures by id (metatrace.structure).
+# Expected argument structures by id (metatrace.guards.structure).
 EXPECTED: dict[str, Any] = {}
 
 _counters: defaultdict[str, itertools.count] = defaultdict(itertools.count)
@@ -55,7 +55,7 @@ def _release(ids: list[str]) -> None:
         EXPECTED.pop(ident, None)
 
 
-# The prologue operators registered on the python executor (metatrace.guard_op), None while disabled.
+# The prologue operators registered on the python executor (metatrace.guards.prologue_op), None while disabled.
 _symbols: dict[str, Any] = {"guards": None, "structure": None}
 
 

@@ -41,9 +41,9 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import CollectionProxy, NumberProxy, Proxy, TensorProxy, variableify
 from thunder.core.pytree import tree_iter
 
-from metatrace.renames import _numel_of_current_shape, rename_sizes
-from metatrace.renames import proxy_outputs as _outputs  # (one walker of output proxies for both modules)
-from metatrace.runtime import INTERPRETING
+from metatrace.proxies.renames import _numel_of_current_shape, rename_sizes
+from metatrace.proxies.renames import proxy_outputs as _outputs  # (one walker of output proxies for both modules)
+from metatrace.metas.runtime import INTERPRETING
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 _original_processor_call = TraceSubstitutionProcessor.__call__

@@ -16,7 +16,7 @@ Outside metas (thunder's autograd rules: ``if s == 1`` on a size) thunder record
 comparison itself into the trace, but the grad transform's dead-code elimination can drop it, or
 it sits in a subsymbol or a scope that was thrown away, before the guards are projected; so every
 bound symbol that computes a number is handed to the collector as it is made
-(``BoundSymbol.__post_init__``, ``sink.produced``).
+(``BoundSymbol.__post_init__``, ``concretizations.produced``).
 
 In user code, ``if flag > 5`` reaches the interpreter's ``bool`` lookaside, which marks the
 proxy static (an equality guard). metatrace's lookaside reports the relation instead, so every
@@ -33,8 +33,8 @@ from thunder.core.proxies import IntegerProxy, NumberProxy
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import get_tracectx
 
-import metatrace.runtime as runtime
-from metatrace import pyexec, sink
+import metatrace.metas.runtime as runtime
+from metatrace.metas import python_executor, concretizations
 
 _originals: dict = {}
 
@@ -76,7 +76,7 @@ def _comparison(name: str, fn):
         # (the grad transform, executor passes: ``runtime.INTERPRETING``), where a re-run
         # composite repeats the decisions its first run made and guarded.
         if isinstance(other, (int, float, NumberProxy)) and (
-            (collector := sink.COLLECTOR.get()) is not None or runtime.INTERPRETING.get()
+            (collector := concretizations.COLLECTOR.get()) is not None or runtime.INTERPRETING.get()
         ):
             if self is other and isinstance(self, IntegerProxy):
                 return runtime._REFLEXIVE[name.strip('_')]  # i == i: no guard, no bound symbol
@@ -84,8 +84,8 @@ def _comparison(name: str, fn):
                 # thunder would return a bool proxy (in a meta: one with no producer); the relation
                 # it decides is guarded right away and a plain bool returned.
                 return runtime.truth(fn(self, other))
-        if isinstance(other, (int, float, NumberProxy)) and get_tracectx() is not None and pyexec.exact_comparison(self, other):
-            return pyexec.py_op(f"cmp_{name.strip('_')}")(self, other)
+        if isinstance(other, (int, float, NumberProxy)) and get_tracectx() is not None and python_executor.exact_comparison(self, other):
+            return python_executor.py_op(f"cmp_{name.strip('_')}")(self, other)
         return original(self, other)
 
     compare.__name__ = name
@@ -133,7 +133,7 @@ def _arithmetic(name: str, fn, swapped: bool):
             and isinstance(self, IntegerProxy)
             and getattr(self, "python_type", int) is int  # True * 1 is 1, an int: no fold for a bool
         ):
-            if sink.COLLECTOR.get() is not None or runtime.INTERPRETING.get():
+            if concretizations.COLLECTOR.get() is not None or runtime.INTERPRETING.get():
                 # ``numel = 1; numel *= length`` in clang.reshape: an integer times 1 (plus 0) is
                 # itself, with no prims.mul for every later pass to re-trace
                 return self
@@ -153,44 +153,44 @@ def _report_producer(bsym) -> None:
     to the guard collector when one is listening, so a concretized number can be projected to the
     inputs even when its producer sits in a subsymbol, in a scope that was discarded, or was
     dropped by the grad transform's dead-code elimination. One check per bound symbol, no scans."""
-    if sink.COLLECTOR.get() is None:
+    if concretizations.COLLECTOR.get() is None:
         return
     out = bsym.output
     if isinstance(out, NumberProxy) or (
         isinstance(out, tuple) and out and isinstance(out[0], NumberProxy)
     ):
         if bsym.sym.id != prims.PrimIDs.SHAPE:  # shape re-binds a tensor's sizes, never defines them
-            sink.produced(bsym)
+            concretizations.produced(bsym)
 
 
 def _bool(self) -> bool:
     value = _originals["__bool__"](self)
-    sink.relation("ne", self, 0, value)
+    concretizations.relation("ne", self, 0, value)
     return value
 
 
 def _index(self) -> int:
     value = _originals["__index__"](self)
-    sink.static(self, value, "__index__")
+    concretizations.static(self, value, "__index__")
     return value
 
 
 def _int(self) -> int:
     value = _originals["__int__"](self)
-    sink.static(self, self.value, "int()")
+    concretizations.static(self, self.value, "int()")
     return value
 
 
 def _float(self) -> float:
     value = _originals["__float__"](self)
-    sink.static(self, self.value, "float()")
+    concretizations.static(self, self.value, "float()")
     return value
 
 
 def _bool_lookaside(wrapped_x):
     x = wrapped_x.value
-    if isinstance(x, NumberProxy) and sink.COLLECTOR.get() is not None:
-        sink.relation("ne", x, 0, bool(x.value))
+    if isinstance(x, NumberProxy) and concretizations.COLLECTOR.get() is not None:
+        concretizations.relation("ne", x, 0, bool(x.value))
         lookaside = default_lookaside(bool) or bool
         return lookaside(wrapped_x)
     return _originals["bool_lookaside"](wrapped_x)

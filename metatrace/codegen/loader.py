@@ -15,8 +15,8 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-import metatrace.runtime as runtime
-from metatrace.codegen import GRAD_RULE_MODULE, SECTION_MARKER, prim_symbols
+import metatrace.metas.runtime as runtime
+from metatrace.codegen.generate import GRAD_RULE_MODULE, SECTION_MARKER, prim_symbols
 
 
 class RewrittenModule(types.ModuleType):

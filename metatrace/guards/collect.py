@@ -2,7 +2,7 @@
 
 While thunder interprets a function under ``cache="symbolic values"`` a :class:`GuardCollector`
 receives, from the runtime (rewritten metas) and from the safety net on NumberProxy's dunder
-methods (``metatrace.safety_net``), each relation a branch or check decided (``flag > 5`` was
+methods (``metatrace.proxies.number_methods``), each relation a branch or check decided (``flag > 5`` was
 True) and each value baked in (``d == 1`` used as a dimension). When the prologue is built
 (thunder's ``propagate_constraints``), each guard becomes a prologue constraint:
 
@@ -28,10 +28,10 @@ import thunder.core.dtypes as dtypes
 import thunder.core.prims as prims
 from thunder.core.proxies import IntegerProxy, NumberProxy, Proxy, TensorProxy
 
-from metatrace.guard_base import Guard, is_leaf, is_static_value
-from metatrace.registry import PROGRAMS, guard_symbol, new_id
+from metatrace.guards.record import Guard, is_leaf, is_static_value
+from metatrace.guards.registry import PROGRAMS, guard_symbol, new_id
 
-logger = logging.getLogger("metatrace.guards")
+logger = logging.getLogger("metatrace.guards.collect")
 
 NEGATION = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}
 MIRROR = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
@@ -157,7 +157,7 @@ def _is_nan(x: Any) -> bool:
 
 @dataclass
 class GuardCollector:
-    """Receives the concretizations of one trace (see metatrace.sink)."""
+    """Receives the concretizations of one trace (see metatrace.metas.concretizations)."""
 
     guards: list[Guard] = field(default_factory=list)
     _seen: set = field(default_factory=set)
@@ -349,7 +349,7 @@ _REFLEXIVE_TRUE = {"eq", "le", "ge"}
 
 
 def _exact_comparison(sym_id):
-    from metatrace.pyexec import comparison_op
+    from metatrace.metas.python_executor import comparison_op
 
     return comparison_op(sym_id)
 
@@ -457,7 +457,7 @@ class GuardProgram:
 
         lines = [f"def guards({', '.join(signature)}):"]
         for i, g in enumerate(guards):
-            # a metatrace.simplify.SimpleGuard writes its own Python over the leaves
+            # a metatrace.guards.simplify.SimpleGuard writes its own Python over the leaves
             check = g.python(params.__getitem__, const) if hasattr(g, "python") else f"{expr(g.lhs)} {SYMBOLS[g.op]} {expr(g.rhs)}"
             lines.append(f"    if not ({check}):")
             lines.append(f"        _fail(_id, _t[{i}])")
@@ -471,14 +471,14 @@ class GuardProgram:
 
 
 def _fail(program_id: str, text: str) -> None:
-    from metatrace.explain import record_rejection
+    from metatrace.guards.explain import record_rejection
 
     logger.debug("guard failed: %s", text)
     record_rejection(program_id, text)
     raise GuardFailure(f"guard failed: {text}")
 
 
-# Guard programs by id (metatrace.registry.PROGRAMS): the prologue's bound symbol carries the id.
+# Guard programs by id (metatrace.guards.registry.PROGRAMS): the prologue's bound symbol carries the id.
 
 
 def check_guards(program_id: str, *leaves) -> None:
@@ -517,11 +517,11 @@ def add_prologue_constraints(
 ) -> list[str]:
     """Turns the collector's guards into one prologue constraint; returns their readable forms.
 
-    The guards are simplified first (``metatrace.simplify``): the program checks, and ``explain``
+    The guards are simplified first (``metatrace.guards.simplify``): the program checks, and ``explain``
     shows, an equivalent small set over the inputs."""
     from thunder.clang import check_number_type_and_value
 
-    from metatrace.simplify import simplify
+    from metatrace.guards.simplify import simplify
 
     producers = producer_map(computation_trace, collector)
     sizes = _size_names(inputs)

@@ -13,7 +13,7 @@ made static the same way thunder's constant-values cache does it (``CONSTRAINT.S
 prologue checks the value), as PyTorch's dynamo specializes on module attributes: they are
 configuration, not inputs, and as symbols they only hide constants from metas and executors.
 
-Every value goes through ``metatrace.dropin.proxify_static`` first: strings (arguments and module
+Every value goes through ``metatrace.proxies.python_semantics.proxify_static`` first: strings (arguments and module
 attributes alike) stay static, slices get symbolic numbers.
 """
 
@@ -28,7 +28,7 @@ import torch
 from thunder.core.interpreter import PseudoInst
 from thunder.core.proxies import CONSTRAINT, NumberProxy, ProvenanceRecord
 
-from metatrace import dropin
+from metatrace.proxies import python_semantics
 
 _original_tensorproxy = proxies.tensorproxy
 _original_proxify = jit_ext.JitCtx.proxify
@@ -83,9 +83,9 @@ def read_from_module(history) -> bool:
 
 @functools.wraps(_original_proxify)
 def proxify(self, value):
-    # Strings are static and slices keep symbolic numbers (metatrace.dropin); the rest is thunder's.
-    p = dropin.proxify_static(self, value)
-    if p is not dropin.NOT_HANDLED:
+    # Strings are static and slices keep symbolic numbers (metatrace.proxies.python_semantics); the rest is thunder's.
+    p = python_semantics.proxify_static(self, value)
+    if p is not python_semantics.NOT_HANDLED:
         if type(p) is slice and read_from_module(value.provenance):
             for part in (p.start, p.stop, p.step):
                 if isinstance(part, NumberProxy):
@@ -93,20 +93,20 @@ def proxify(self, value):
         return p
     p = _original_proxify(self, value)
     if isinstance(p, NumberProxy) and proxies.using_symbolic_values() and read_from_module(value.provenance):
-        # (checked by thunder when the computation takes it as an input, by metatrace.guards
+        # (checked by thunder when the computation takes it as an input, by metatrace.guards.collect
         # when a decision or a baked value depends on it)
         p.constraint = CONSTRAINT.STATIC
-    dropin.note_number_leaf(self, value, p)  # its type is checked in the prologue (metatrace.structure)
+    python_semantics.note_number_leaf(self, value, p)  # its type is checked in the prologue (metatrace.guards.structure)
     return p
 
 
 def install() -> None:
     proxies.tensorproxy = tensorproxy
     jit_ext.JitCtx.proxify = proxify
-    dropin.install()
+    python_semantics.install()
 
 
 def uninstall() -> None:
     proxies.tensorproxy = _original_tensorproxy
     jit_ext.JitCtx.proxify = _original_proxify
-    dropin.uninstall()
+    python_semantics.uninstall()

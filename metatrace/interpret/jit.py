@@ -17,12 +17,12 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import NumberProxy, TensorProxy
 
-from metatrace import sink
-from metatrace.runtime import INTERPRETING
-from metatrace.explain import log_miss
-from metatrace.grad_guards import add_deferred_program
-from metatrace.guards import GuardCollector, add_prologue_constraints
-from metatrace.structure import add_structure_constraints
+from metatrace.metas import concretizations
+from metatrace.metas.runtime import INTERPRETING
+from metatrace.guards.explain import log_miss
+from metatrace.grad.deferred_guards import add_deferred_program
+from metatrace.guards.collect import GuardCollector, add_prologue_constraints
+from metatrace.guards.structure import add_structure_constraints
 
 _original_jit_ctx = jit_ext.jit_ctx
 _original_propagate = jit_ext.propagate_constraints
@@ -40,7 +40,7 @@ def interpret(fn, *args, **kwargs):
             ctx = jit_ext.get_jit_ctx()
             ctx._metatrace_call = (call_args, call_kwargs)
             ctx._metatrace_fn = fn
-            if sink.COLLECTOR.get() is not None:
+            if concretizations.COLLECTOR.get() is not None:
                 check_defaults(ctx, fn)
         except LookupError:
             pass
@@ -64,14 +64,14 @@ def jit_ctx(ctx):
         log_miss()  # a new trace under an existing function: say why its entries were rejected
         collector = GuardCollector()
         ctx._metatrace_guards = collector
-    token = sink.COLLECTOR.set(collector)
+    token = concretizations.COLLECTOR.set(collector)
     interpreting = INTERPRETING.set(True)
     try:
         with _original_jit_ctx(ctx):
             yield
     finally:
         INTERPRETING.reset(interpreting)
-        sink.COLLECTOR.reset(token)
+        concretizations.COLLECTOR.reset(token)
 
 
 def check_defaults(ctx, fn) -> None:
@@ -82,7 +82,7 @@ def check_defaults(ctx, fn) -> None:
     README's limits)."""
     import types
 
-    from metatrace.value_checks import add_value_check
+    from metatrace.guards.value_checks import add_value_check
 
     if not isinstance(fn, types.FunctionType):
         return

@@ -20,8 +20,8 @@ from thunder.core.trace import get_tracectx
 from thunder.core.proxies import NumberProxy, Proxy
 from thunder.core.pytree import tree_iter
 
-from metatrace import sink
-from metatrace.runtime import INTERPRETING, RECORDED, RECORDER, SIZE_SOURCES, VALUE_PROPAGATION
+from metatrace.metas import concretizations
+from metatrace.metas.runtime import INTERPRETING, RECORDED, RECORDER, SIZE_SOURCES, VALUE_PROPAGATION
 
 
 def caller_scope(trace) -> list | None:
@@ -201,11 +201,11 @@ def fallback_meta(original: Callable, prim_name: str) -> Callable:
         why = f"input of fallback prim {prim_name}"
         for x in tree_iter((args, kwargs)):
             if isinstance(x, NumberProxy):
-                sink.static(x, x.value, why)
+                concretizations.static(x, x.value, why)
             elif isinstance(x, TensorProxy):
                 for s in x._shape:
                     if isinstance(s, NumberProxy):
-                        sink.static(s, s.value, why)
+                        concretizations.static(s, s.value, why)
         result = original(*args, **kwargs)
         for out in tree_iter(result):
             if isinstance(out, TensorProxy):

@@ -33,7 +33,7 @@ guard that raises as failed). One assumption, as in any shape arithmetic done in
 integers that the guards convert to float are exact in a double (below 2**53 in magnitude).
 
 API: :func:`simplify` returns :class:`SimpleGuard` objects: ``text`` for ``explain`` and
-``python(param, const)`` for :class:`metatrace.guards.GuardProgram`.
+``python(param, const)`` for :class:`metatrace.guards.collect.GuardProgram`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import thunder.core.dtypes as dtypes
 import thunder.core.prims as prims
 from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
 
-from metatrace.guard_base import Guard, is_leaf as _default_is_leaf, is_static_value
+from metatrace.guards.record import Guard, is_leaf as _default_is_leaf, is_static_value
 
 # Relations between different linear forms with the same terms (``i < a.shape[2]`` and
 # ``i <= a.shape[2]``) are merged into the tightest only when True; ranges of single leaves always are.
@@ -911,7 +911,7 @@ def simplify(
     """The guards of one cache entry as a small set that accepts exactly the same leaf values.
 
     ``guards``: normalized guards whose operands project through ``producers`` (as for
-    :func:`metatrace.guards.project`, with the same ``is_leaf``). ``leaves``: leaf proxies or
+    :func:`metatrace.guards.collect.project`, with the same ``is_leaf``). ``leaves``: leaf proxies or
     names in input order (when an equality relates two leaves the earlier one stays);
     ``names``: display names (``T``, ``idx.shape[1]``); ``sizes``: names of the leaves that are
     tensor sizes (known ``>= 0``); ``static_leaves``: a leaf thunder marked static is its value

@@ -2,7 +2,7 @@
 
 thunder executes a prologue with its python executor; a bare new prim there fails with "Failed
 to find an executor", so the guard is an operator of that executor. It is tagged DONT_DCE (it
-has no output anyone uses) and raises :class:`metatrace.guards.GuardFailure` when the relation
+has no output anyone uses) and raises :class:`metatrace.guards.collect.GuardFailure` when the relation
 does not hold.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from thunder.core.prims import OpTags
 
-from metatrace import registry
-from metatrace.guards import check_guards
-from metatrace.registry import guard_symbol, structure_symbol  # noqa: F401  (where callers look for them)
-from metatrace.structure import check_structure
+from metatrace.guards import registry
+from metatrace.guards.collect import check_guards
+from metatrace.guards.registry import guard_symbol, structure_symbol  # noqa: F401  (where callers look for them)
+from metatrace.guards.structure import check_structure
 
 NAME = "metatrace_guards"
 STRUCTURE_NAME = "metatrace_structure"

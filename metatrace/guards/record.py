@@ -1,5 +1,5 @@
-"""The guard record and the leaf tests shared by :mod:`metatrace.guards` (collecting, projecting,
-the prologue program) and :mod:`metatrace.simplify` (which guards uses): a leaf module, so that
+"""The guard record and the leaf tests shared by :mod:`metatrace.guards.collect` (collecting, projecting,
+the prologue program) and :mod:`metatrace.guards.simplify` (which guards uses): a leaf module, so that
 neither imports the other to know what a guard is."""
 
 from __future__ import annotations

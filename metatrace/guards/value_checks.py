@@ -15,7 +15,7 @@ globals, closures, defaults or module, not computed inside) gets one check of it
   cover a tensor's metadata; a module's state is checked through its own reads);
 - anything else (functions, user objects) by identity of the object, held weakly where it can be.
 
-The check runs as ``metatrace_structure(id, value)`` in the prologue (``metatrace.structure``'s
+The check runs as ``metatrace_structure(id, value)`` in the prologue (``metatrace.guards.structure``'s
 operator); ``metatrace.explain`` prints it as ``<source> == <value>`` with the reason.
 """
 
@@ -29,7 +29,7 @@ import torch
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import Proxy
 
-from metatrace.registry import EXPECTED, new_id, structure_symbol
+from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
 
 LEAF_TYPES = (str, bool, int, float, complex, type(None), type(Ellipsis), torch.dtype, torch.device, torch.layout,
               torch.memory_format, range, bytes)
@@ -114,7 +114,7 @@ class _IdentityKey:
 
 
 class ExpectedValue:
-    """An expected value in ``metatrace.registry.EXPECTED``: checked by ``matches``."""
+    """An expected value in ``metatrace.guards.registry.EXPECTED``: checked by ``matches``."""
 
     __slots__ = ("expected", "text", "length")
 
@@ -181,7 +181,7 @@ def add_value_check(ctx, provenance: ProvenanceRecord, value: Any, why: str, sou
         return
     checked.add(key)
     value_id = new_id("v")
-    from metatrace.explain import readable_source
+    from metatrace.guards.explain import readable_source
 
     source = source or readable_source(source_text(provenance))
     EXPECTED[value_id] = ExpectedValue(value, f"{source} == {_short_repr(value)} ({why})")

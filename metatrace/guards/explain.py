@@ -3,7 +3,7 @@
 ``metatrace.explain(jitted_fn)`` lists, for each cache entry of a ``thunder.jit`` function, the
 guards its prologue checks in readable form (``flag > 5``, ``i <= a.shape[2]``, ``d == 1``),
 metatrace's guards and thunder's own value checks alike. metatrace's guards are shown as the
-prologue checks them: simplified (``metatrace.simplify``) to an equivalent set over the inputs,
+prologue checks them: simplified (``metatrace.guards.simplify``) to an equivalent set over the inputs,
 one range per number (``2 <= T <= 127``), equalities once (``B == k.shape[0]``), no tautologies.
 
 With ``METATRACE_LOG=recompiles`` (or the ``metatrace.recompiles`` logger at INFO) every cache
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import thunder
 from thunder.core.compile_data import _compile_data
 
-from metatrace.registry import EXPECTED, PROGRAMS
+from metatrace.guards.registry import EXPECTED, PROGRAMS
 
 recompile_logger = logging.getLogger("metatrace.recompiles")
 
@@ -79,7 +79,7 @@ def _entry_guard_texts(prologue_trace) -> list[str]:
             program = PROGRAMS.get(bsym.args[0])
             texts.extend(program.texts if program is not None else [f"guard program {bsym.args[0]} (not loaded)"])
         elif name == "metatrace_structure" and hasattr(EXPECTED.get(bsym.args[0]), "text"):
-            texts.append(EXPECTED[bsym.args[0]].text)  # metatrace.value_checks
+            texts.append(EXPECTED[bsym.args[0]].text)  # metatrace.guards.value_checks
         elif name in ("check_number_type_and_value", "check_string_value", "check_literal_like", "check_len"):
             subject, value = bsym.args[0], bsym.args[1]
             subject_name = getattr(subject, "name", repr(subject))

@@ -11,14 +11,14 @@ interpreter, so never proxied), ``str(n)`` of a number proxy was ``'i1=2'``, ``t
   interpreter (a symbolic number, guarded by type), every comparison is a guarded relation, so
   one entry serves every list on the same side of each comparison. A container larger than
   ``INTERPRET_LIMIT`` is not walked element by element: it gets one prologue check of its
-  contents (``metatrace.value_checks``) and the builtin runs on it as is.
+  contents (``metatrace.guards.value_checks``) and the builtin runs on it as is.
 - ``str``, ``repr``, ``ascii``, ``format`` (and so f-strings) and ``hash`` of a number proxy
   see the number itself: its value is baked in with an equality guard (a string has no
   symbolic form). ``type(n)`` is the number's Python type (the prologue checks input number
   types; a derived number's type follows from them).
 - Values the trace reads from the function's globals, closures, defaults and modules that are
   not numbers or tensors (a dtype, an enum, a list mutated in place, a callable attribute) get
-  a prologue check of their contents (``metatrace.value_checks``), through thunder's wrap
+  a prologue check of their contents (``metatrace.guards.value_checks``), through thunder's wrap
   callback, which sees every value the interpreter reads.
 """
 
@@ -44,9 +44,9 @@ from thunder.core.interpreter import (
 )
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
-from metatrace import sink
-from metatrace.registry import EXPECTED, new_id
-from metatrace.value_checks import (
+from metatrace.metas import concretizations
+from metatrace.guards.registry import EXPECTED, new_id
+from metatrace.guards.value_checks import (
     CONTAINER_TYPES,
     ExpectedContiguity,
     ValueConstraint,
@@ -161,7 +161,7 @@ def _builtin_lookaside(fn):
     opaque = interpreter_needs_wrap(fn)
 
     def lookaside(*args, **kwargs):
-        if sink.COLLECTOR.get() is None:
+        if concretizations.COLLECTOR.get() is None:
             return opaque(*args, **kwargs)  # thunder's own behaviour (constant values, no metatrace trace)
         large = _large_inputs(args)
         if large:
@@ -195,7 +195,7 @@ def _holds_proxies(x) -> bool:
 def _concrete(x, why: str):
     """``x`` with every number proxy in it replaced by its value, each guarded by equality."""
     if isinstance(x, NumberProxy):
-        sink.static(x, x.value, why)
+        concretizations.static(x, x.value, why)
         return x.value
     if type(x) in (list, tuple):
         return type(x)(_concrete(e, why) for e in x)
@@ -218,7 +218,7 @@ def _as_value_lookaside(fn, why: str, fallback):
     """``fn(x, ...)`` on the numbers' values (guarded) when an argument holds a number proxy."""
 
     def lookaside(*args, **kwargs):
-        if sink.COLLECTOR.get() is not None and any(_has_number_proxy(a.value) for a in args):
+        if concretizations.COLLECTOR.get() is not None and any(_has_number_proxy(a.value) for a in args):
             uargs = [_concrete(a.value, why) for a in args]
             ukwargs = {k: _concrete(v.value, why) for k, v in kwargs.items()}
             res = fn(*uargs, **ukwargs)
@@ -345,7 +345,7 @@ def _iterated_container(owner_pr: ProvenanceRecord) -> bool:
 
 def needs_value_check(value: WrappedValue) -> bool:
     """A value the trace may bake in, read from outside the call's arguments (the arguments'
-    structure and leaves are ``metatrace.structure``'s), whose provenance the prologue replays."""
+    structure and leaves are ``metatrace.guards.structure``'s), whose provenance the prologue replays."""
     u = value.value
     t = type(u)
     pr = value.provenance
@@ -396,7 +396,7 @@ def _wrap_callback(value: WrappedValue):
     if isinstance(value.value, types.ModuleType):
         value.provenance.ext_flag |= _EXT_FLAG_PYTHON_MODULE
         return res
-    if sink.COLLECTOR.get() is not None and needs_value_check(value):
+    if concretizations.COLLECTOR.get() is not None and needs_value_check(value):
         try:
             ctx = jit_ext.get_jit_ctx()
         except LookupError:
@@ -414,7 +414,7 @@ def _is_contiguous_meta(original):
     @functools.wraps(original)
     def meta(a, *args, **kwargs):
         result = original(a, *args, **kwargs)
-        if sink.COLLECTOR.get() is None or not isinstance(a, TensorProxy):
+        if concretizations.COLLECTOR.get() is None or not isinstance(a, TensorProxy):
             return result
         try:
             ctx = jit_ext.get_jit_ctx()

@@ -1,0 +1,2 @@
+"""What runs inside a rewritten meta: the runtime its arithmetic calls, the recorder thunder calls
+in place of the meta, the concretization events it reports and the Python executor's number ops."""

@@ -1,0 +1,2 @@
+"""thunder's passes after interpretation (executors, dce, the forward/backward split) keep every size
+symbol defined."""
