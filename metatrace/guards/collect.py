@@ -24,30 +24,20 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import thunder.core.dtypes as dtypes
 import thunder.core.prims as prims
 from thunder.core.proxies import IntegerProxy, NumberProxy, Proxy, TensorProxy
 
 from metatrace.guards.record import Guard, is_leaf, is_static_value
 from metatrace.guards.registry import PROGRAMS, guard_symbol, new_id
+from metatrace.metas import number_ops
 
 logger = logging.getLogger("metatrace.guards.collect")
 
-NEGATION = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}
-MIRROR = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
-SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+# Relation names (eq, ne, lt, le, gt, ge): negation, operands swapped, Python symbol.
+NEGATION, MIRROR, SYMBOLS = number_ops.NEGATION, number_ops.MIRROR, number_ops.SYMBOLS
 
-# Producers the prologue can replay on numbers (the python executor runs them).
-REPLAYABLE = {
-    prims.PrimIDs.ADD: "+", prims.PrimIDs.SUB: "-", prims.PrimIDs.MUL: "*", prims.PrimIDs.PY_FLOORDIV: "//",
-    prims.PrimIDs.REMAINDER: "%", prims.PrimIDs.POW: "**", prims.PrimIDs.DIV: "/",
-    prims.PrimIDs.BITWISE_AND: "&", prims.PrimIDs.BITWISE_OR: "|", prims.PrimIDs.BITWISE_XOR: "^",
-    prims.PrimIDs.EQ: "==", prims.PrimIDs.NE: "!=", prims.PrimIDs.LT: "<", prims.PrimIDs.LE: "<=",
-    prims.PrimIDs.GT: ">", prims.PrimIDs.GE: ">=",
-    prims.PrimIDs.NEG: "neg", prims.PrimIDs.PY_ABS: "abs", prims.PrimIDs.MAXIMUM: "max", prims.PrimIDs.MINIMUM: "min",
-    prims.PrimIDs.CEIL: "ceil", prims.PrimIDs.FLOOR: "floor", prims.PrimIDs.TRUNC: "trunc",
-    prims.PrimIDs.FMOD: "fmod", prims.PrimIDs.CONVERT_ELEMENT_TYPE: "convert", prims.PrimIDs.SIGNBIT: "signbit",
-}
+# Producers the prologue can replay on numbers (the python executor runs them): id -> row.
+REPLAYABLE = number_ops.REPLAYABLE
 
 
 class GuardFailure(Exception):
@@ -300,26 +290,21 @@ def describe(x, producers: dict[str, Any], names: dict[str, str] | None = None) 
     if is_leaf(x) or x.name not in producers:
         return names.get(x.name, x.name)
     bsym = producers[x.name]
-    symbol = REPLAYABLE.get(bsym.sym.id)
+    row = REPLAYABLE.get(bsym.sym.id)
     args = [describe(a, producers, names) for a in bsym.flat_args]
-    if symbol is None:
+    if row is None:
         return f"{bsym.sym.name}({', '.join(args)})"
-    if symbol == "convert":  # (x, int) -> int(x)
+    if row.op == "convert":  # (x, int) -> int(x)
         return f"{_type_name(bsym.flat_args[1])}({args[0]})"
     if len(args) == 1:
-        return f"-{args[0]}" if symbol == "neg" else f"{symbol}({args[0]})"
-    if symbol in ("max", "min"):
-        return f"{symbol}({args[0]}, {args[1]})"
-    return f"({args[0]} {symbol} {args[1]})"
+        return f"-{args[0]}" if row.op == "neg" else f"{row.shown}({args[0]})"
+    if row.op in ("max", "min"):
+        return f"{row.op}({args[0]}, {args[1]})"
+    return f"({args[0]} {row.shown} {args[1]})"
 
 
 def _type_name(t) -> str:
     return getattr(t, "__name__", None) or str(t)
-
-
-def _convert(x, to):
-    """``prims.convert_element_type`` on a number, as the python executor runs it."""
-    return to(x) if isinstance(to, type) else dtypes.dtype_to_numbertype(to)(x)
 
 
 def describe_guard(guard: Guard, producers: dict[str, Any], names: dict[str, str] | None = None) -> str:
@@ -343,15 +328,8 @@ def _unparen(text: str) -> str:
 # The prologue check: all guards of a cache entry compiled into one Python function
 # ---------------------------------------------------------------------------------------------
 
-_COMPARISONS = {prims.PrimIDs.EQ: "eq", prims.PrimIDs.NE: "ne", prims.PrimIDs.LT: "lt", prims.PrimIDs.LE: "le",
-                prims.PrimIDs.GT: "gt", prims.PrimIDs.GE: "ge"}
-_REFLEXIVE_TRUE = {"eq", "le", "ge"}
-
-
-def _exact_comparison(sym_id):
-    from metatrace.metas.python_executor import comparison_op
-
-    return comparison_op(sym_id)
+# Relations that hold between a number and itself (for ints: a float NaN is not equal to itself).
+_REFLEXIVE_TRUE = {rel for rel, holds in number_ops.REFLEXIVE.items() if holds}
 
 
 def normalize(guard: Guard, producers: dict[str, Any]) -> Guard:
@@ -364,9 +342,8 @@ def normalize(guard: Guard, producers: dict[str, Any]) -> Guard:
         and type(guard.rhs) in (int, bool)
         and guard.rhs == 0
         and (bsym := producers.get(guard.lhs.name)) is not None
-        and (bsym.sym.id in _COMPARISONS or _exact_comparison(bsym.sym.id) is not None)
+        and (op := number_ops.relation(bsym.sym.id)) is not None  # a comparison prim or exact comparison
     ):
-        op = _COMPARISONS.get(bsym.sym.id) or _exact_comparison(bsym.sym.id)
         lhs, rhs = bsym.flat_args[0], bsym.flat_args[1]
         nan = next((side for side in (lhs, rhs) if _is_nan(side)), None)
         if guard.op == "eq" and op in _ORDERED and nan is not None:
@@ -393,18 +370,6 @@ def is_tautology(guard: Guard, sizes: set[str]) -> bool:
     size_rhs = isinstance(guard.rhs, NumberProxy) and guard.rhs.name in sizes
     zero = lambda x: type(x) is int and x == 0  # noqa: E731
     return (size_lhs and zero(guard.rhs) and guard.op == "ge") or (size_rhs and zero(guard.lhs) and guard.op == "le")
-
-
-_PY_OPERATORS = {
-    prims.PrimIDs.ADD: "+", prims.PrimIDs.SUB: "-", prims.PrimIDs.MUL: "*", prims.PrimIDs.PY_FLOORDIV: "//",
-    prims.PrimIDs.REMAINDER: "%", prims.PrimIDs.POW: "**", prims.PrimIDs.BITWISE_AND: "&",
-    prims.PrimIDs.BITWISE_OR: "|", prims.PrimIDs.BITWISE_XOR: "^", prims.PrimIDs.EQ: "==", prims.PrimIDs.NE: "!=",
-    prims.PrimIDs.LT: "<", prims.PrimIDs.LE: "<=", prims.PrimIDs.GT: ">", prims.PrimIDs.GE: ">=",
-}
-_PY_FUNCTIONS = {prims.PrimIDs.MAXIMUM: "max", prims.PrimIDs.MINIMUM: "min", prims.PrimIDs.PY_ABS: "abs",
-                 prims.PrimIDs.DIV: "_div", prims.PrimIDs.CEIL: "_math.ceil", prims.PrimIDs.FLOOR: "_math.floor",
-                 prims.PrimIDs.TRUNC: "_math.trunc", prims.PrimIDs.FMOD: "_math.fmod",
-                 prims.PrimIDs.CONVERT_ELEMENT_TYPE: "_convert", prims.PrimIDs.SIGNBIT: "_signbit"}
 
 
 class GuardProgram:
@@ -436,35 +401,23 @@ class GuardProgram:
             params.setdefault(name, param)
         constants: list[Any] = []
 
-        def expr(x) -> str:
-            if isinstance(x, NumberProxy) and is_static_value(x) and x.name not in params:
-                x = x.value
-            if isinstance(x, NumberProxy):
-                if x.name in params:
-                    return params[x.name]
-                bsym = producers[x.name]
-                args = [expr(a) for a in bsym.flat_args]
-                if bsym.sym.id in _PY_OPERATORS:
-                    return f"({args[0]} {_PY_OPERATORS[bsym.sym.id]} {args[1]})"
-                if bsym.sym.id == prims.PrimIDs.NEG:
-                    return f"(-{args[0]})"
-                return f"{_PY_FUNCTIONS[bsym.sym.id]}({', '.join(args)})"
-            return const(x)
-
         def const(x) -> str:
             constants.append(x)
             return f"_c[{len(constants) - 1}]"
 
+        from metatrace.guards.simplify import python_check, recorded_parts
+
         lines = [f"def guards({', '.join(signature)}):"]
         for i, g in enumerate(guards):
-            # a metatrace.guards.simplify.SimpleGuard writes its own Python over the leaves
-            check = g.python(params.__getitem__, const) if hasattr(g, "python") else f"{expr(g.lhs)} {SYMBOLS[g.op]} {expr(g.rhs)}"
+            # a metatrace.guards.simplify.SimpleGuard writes its own Python over the leaves; a
+            # guard as recorded is written by the same emitter, over its producer chains
+            parts = g.parts if hasattr(g, "python") else recorded_parts(g, producers, params.__contains__)
+            check = python_check(parts, params.__getitem__, const)
             lines.append(f"    if not ({check}):")
             lines.append(f"        _fail(_id, _t[{i}])")
         lines.append("    return None")
         self.source = "\n".join(lines)
-        namespace = {"_c": tuple(constants), "_t": tuple(texts), "_fail": _fail, "_div": prims._div_numbers,
-                     "_math": math, "_convert": _convert, "_signbit": prims._signbit_number,
+        namespace = {**number_ops.NAMESPACE, "_c": tuple(constants), "_t": tuple(texts), "_fail": _fail,
                      "_id": program_id}
         exec(compile(self.source, "<metatrace guards>", "exec"), namespace)
         self.fn = namespace["guards"]

@@ -44,10 +44,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import thunder.core.dtypes as dtypes
-import thunder.core.prims as prims
 from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
 
 from metatrace.guards.record import Guard, is_leaf as _default_is_leaf, is_static_value
+from metatrace.metas import number_ops
+from metatrace.metas.number_ops import MIRROR, RELATIONS, SYMBOLS
 
 # Relations between different linear forms with the same terms (``i < a.shape[2]`` and
 # ``i <= a.shape[2]``) are merged into the tightest only when True; ranges of single leaves always are.
@@ -246,35 +247,12 @@ def _merge(d: dict, p: Poly) -> None:
 # ---------------------------------------------------------------------------------------------
 
 # What the prologue runs (as GuardProgram compiles them): used to fold constants.
-_EVAL: dict[str, Callable] = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "//": lambda a, b: a // b,
-    "%": lambda a, b: a % b, "**": lambda a, b: a ** b, "div": prims._div_numbers,
-    "&": lambda a, b: a & b, "|": lambda a, b: a | b, "^": lambda a, b: a ^ b,
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-    "neg": lambda a: -a, "abs": abs, "max": max, "min": min, "ceil": math.ceil, "floor": math.floor,
-    "trunc": math.trunc, "fmod": math.fmod, "signbit": prims._signbit_number,
-    "int": int, "float": float, "bool": bool, "convert": lambda a, to: _convert_value(a, to),
-    "isfinite": math.isfinite, "isint": lambda a: type(a) in (int, bool),
-}
-
-_FROM_PRIM = {
-    prims.PrimIDs.ADD: "+", prims.PrimIDs.SUB: "-", prims.PrimIDs.MUL: "*", prims.PrimIDs.PY_FLOORDIV: "//",
-    prims.PrimIDs.REMAINDER: "%", prims.PrimIDs.POW: "**", prims.PrimIDs.DIV: "div",
-    prims.PrimIDs.BITWISE_AND: "&", prims.PrimIDs.BITWISE_OR: "|", prims.PrimIDs.BITWISE_XOR: "^",
-    prims.PrimIDs.EQ: "==", prims.PrimIDs.NE: "!=", prims.PrimIDs.LT: "<", prims.PrimIDs.LE: "<=",
-    prims.PrimIDs.GT: ">", prims.PrimIDs.GE: ">=", prims.PrimIDs.NEG: "neg", prims.PrimIDs.PY_ABS: "abs",
-    prims.PrimIDs.MAXIMUM: "max", prims.PrimIDs.MINIMUM: "min", prims.PrimIDs.CEIL: "ceil",
-    prims.PrimIDs.FLOOR: "floor", prims.PrimIDs.TRUNC: "trunc", prims.PrimIDs.FMOD: "fmod",
-    prims.PrimIDs.CONVERT_ELEMENT_TYPE: "convert", prims.PrimIDs.SIGNBIT: "signbit",
-}
-_COMPARE = ("==", "!=", "<", "<=", ">", ">=")
-_MIRROR = {"==": "==", "!=": "!=", "<": ">", ">": "<", "<=": ">=", ">=": "<="}
+_EVAL: dict[str, Callable] = {op: row.evaluate for op, row in number_ops.BY_OP.items()}
+# The producers the prologue replays, as operations of this algebra.
+_FROM_PRIM = {sym_id: row.op for sym_id, row in number_ops.REPLAYABLE.items()}
+_COMPARE = tuple(SYMBOLS.values())  # the comparison operations: "==", "!=", "<", ...
+_MIRROR = {SYMBOLS[rel]: SYMBOLS[mirror] for rel, mirror in MIRROR.items()}  # "<" -> ">": operands swapped
 _DIVIDING = ("//", "%", "div", "fmod")
-
-
-def _convert_value(x, to):
-    return to(x) if isinstance(to, type) else dtypes.dtype_to_numbertype(to)(x)
 
 
 def _target(to) -> type | None:
@@ -615,10 +593,13 @@ def _node_bounds(n: Node, ranges) -> tuple:
 # Rendering: readable text and the Python the prologue runs
 # ---------------------------------------------------------------------------------------------
 
-_PREC = {"|": 42, "^": 43, "&": 44, "+": 60, "-": 60, "*": 70, "//": 70, "%": 70, "div": 70}
-_SHOWN = {"div": "/"}
-_PY_CALLS = {"div": "_div", "fmod": "_math.fmod", "ceil": "_math.ceil", "floor": "_math.floor",
-             "trunc": "_math.trunc", "signbit": "_signbit", "convert": "_convert", "isfinite": "_math.isfinite"}
+# Binary operators whose left operand may be an operation of the same precedence unparenthesized
+# (``a - b + c``); the others need parentheses there (``(a * b) % n``, ``(a < b) < c``).
+_LEFT_ASSOCIATIVE = frozenset({"+", "-", "*", "&", "|", "^"})
+
+
+def _is_name(spelling: str) -> bool:
+    return spelling[0].isalpha() or spelling[0] == "_"
 
 
 def render(e: Expr, leaf: Callable[[str], str] | None = None, constant: Callable[[Any], str] | None = None,
@@ -633,7 +614,7 @@ def render(e: Expr, leaf: Callable[[str], str] | None = None, constant: Callable
 
     def literal(v) -> tuple[str, int]:
         if type(v) is int or (type(v) is float and math.isfinite(v)):
-            return repr(v), (100 if v >= 0 else 80)
+            return repr(v), (100 if math.copysign(1, v) > 0 else 80)  # -0.0 is a negation too
         return (constant(v) if python else repr(v)), 100
 
     def go(x: Expr) -> tuple[str, int]:
@@ -644,23 +625,21 @@ def render(e: Expr, leaf: Callable[[str], str] | None = None, constant: Callable
             return leaf(args[0]), 100
         if op == "const":
             return literal(args[0])
-        if op in _COMPARE:
-            return f"{paren(args[0], 41)} {op} {paren(args[1], 41)}", 40
-        if op in _PREC and not (python and op == "div"):
-            p = _PREC[op]
-            left = p + 1 if op in ("//", "%", "div") else p  # (a * b) % n, not a * b % n
-            return f"{paren(args[0], left)} {_SHOWN.get(op, op)} {paren(args[1], p + 1)}", p
-        if op == "neg":
-            return f"-{paren(args[0], 80)}", 80
-        if op == "**":
-            return f"{paren(args[0], 91)} ** {paren(args[1], 90)}", 90
-        if op == "isint" and python:
-            return f"type({go(args[0])[0]}) in (int, bool)", 40
         if op == "convert":
             target = constant(args[1].args[0]) if python else getattr(args[1].args[0], "__name__", str(args[1].args[0]))
             return f"{'_convert(' if python else 'convert('}{go(args[0])[0]}, {target})", 100
-        name = _PY_CALLS.get(op, op) if python else op
-        return f"{name}({', '.join(go(a)[0] for a in args)})", 100
+        row = number_ops.BY_OP.get(op)
+        spelling = op if row is None else row.python if python else row.shown
+        if "{" in spelling:  # a template: type({0}) in (int, bool)
+            return spelling.format(*(go(a)[0] for a in args)), row.prec
+        if not _is_name(spelling):  # an operator
+            p = row.prec
+            if len(args) == 1:
+                return f"{spelling}{paren(args[0], p)}", p
+            left = p if op in _LEFT_ASSOCIATIVE else p + 1  # (a * b) % n, not a * b % n
+            right = p if op == "**" else p + 1  # ** groups to the right
+            return f"{paren(args[0], left)} {spelling} {paren(args[1], right)}", p
+        return f"{spelling}({', '.join(go(a)[0] for a in args)})", 100
 
     def term(m: tuple, c: int) -> tuple[str, int, bool]:
         """|c| * m: (text, precedence, whether it is a product)"""
@@ -721,8 +700,8 @@ class _Rel:
 
 
 _TO_GE = {"ge": (1, 0), "gt": (1, -1), "le": (-1, 0), "lt": (-1, -1)}
-_SYM = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_FROM_SYM = {v: k for k, v in _SYM.items()}
+_SYM = SYMBOLS  # relation name -> symbol: "lt" -> "<"
+_FROM_SYM = RELATIONS  # "<" -> "lt"
 
 
 def canonical(op: str, p: Poly) -> _Rel | bool:
@@ -847,7 +826,30 @@ class SimpleGuard:
     def python(self, param: Callable[[str], str], const: Callable[[Any], str]) -> str:
         """Python source of the check: ``param(leaf name)`` is the parameter holding that leaf,
         ``const(value)`` names a constant that has no literal."""
-        return " ".join(p if isinstance(p, str) else _side(render(p, param, const, python=True)) for p in self.parts)
+        return python_check(self.parts, param, const)
+
+
+def python_check(parts: tuple, param: Callable[[str], str], const: Callable[[Any], str]) -> str:
+    """The Python source of a guard: the one emitter of guard Python (GuardProgram compiles it).
+    ``parts``: expressions and comparison symbols (:class:`SimpleGuard`, :func:`recorded_parts`)."""
+    return " ".join(p if isinstance(p, str) else _side(render(p, param, const, python=True)) for p in parts)
+
+
+def recorded_parts(guard: Guard, producers: dict[str, Any], is_param: Callable[[str], bool]) -> tuple:
+    """A guard as recorded, unsimplified, as :func:`python_check` parts: its operands' producer
+    chains, each producer one operation (``is_param(name)``: the number is a parameter, a leaf)."""
+
+    def unfolded(x) -> Expr:
+        if isinstance(x, NumberProxy) and is_static_value(x) and not is_param(x.name):
+            x = x.value
+        if not isinstance(x, NumberProxy):
+            return Node("const", (x,), "other")
+        if is_param(x.name):
+            return Node("leaf", (x.name, 0), "other")
+        bsym = producers[x.name]
+        return Node(number_ops.REPLAYABLE[bsym.sym.id].op, tuple(unfolded(a) for a in bsym.flat_args), "other")
+
+    return (unfolded(guard.lhs), SYMBOLS[guard.op], unfolded(guard.rhs))
 
 
 def _side(rendered: tuple[str, int]) -> str:
