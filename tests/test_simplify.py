@@ -26,7 +26,10 @@ from thunder.tests import nanogpt_model
 import metatrace
 import metatrace.guards.simplify as simplify_module
 import metatrace.guards.simplify.reduction as reduction_module
-from metatrace.guards.collect import GuardFailure, GuardProgram, Guard, project
+from metatrace.guards.collect import GuardFailure
+from metatrace.guards.program import GuardProgram
+from metatrace.guards.projection import project
+from metatrace.guards.record import Guard
 from metatrace.guards.simplify import simplify
 from workloads import causal_attention, causal_mask
 

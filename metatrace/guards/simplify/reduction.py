@@ -107,7 +107,7 @@ def simplify(
     """The guards of one cache entry as a small set that accepts exactly the same leaf values.
 
     ``guards``: normalized guards whose operands project through ``producers`` (as for
-    :func:`metatrace.guards.collect.project`, with the same ``is_leaf``). ``leaves``: leaf proxies or
+    :func:`metatrace.guards.projection.project`, with the same ``is_leaf``). ``leaves``: leaf proxies or
     names in input order (when an equality relates two leaves the earlier one stays);
     ``names``: display names (``T``, ``idx.shape[1]``); ``sizes``: names of the leaves that are
     tensor sizes (known ``>= 0``); ``static_leaves``: a leaf thunder marked static is its value
