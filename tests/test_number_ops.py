@@ -141,3 +141,21 @@ def test_printed_text_of_a_binary_operator():
 
 def test_printed_text_of_a_call():
     assert printed(number_ops.BY_OP["ceil"], ["a"]) == "_math.ceil(a)"
+
+
+@pytest.mark.parametrize("row", [row for row in ROWS if row.divides], ids=_row_id)
+def test_dividing_row_raises_on_a_zero_divisor(row):
+    with pytest.raises((ZeroDivisionError, ValueError)):
+        row.evaluate(1, 0)
+
+
+@pytest.mark.parametrize("row", [row for row in ROWS if row.finite], ids=_row_id)
+def test_finite_row_raises_on_an_infinite_float(row):
+    with pytest.raises((OverflowError, ValueError)):
+        row.evaluate(float("inf"), *([1.0] * (row.arity - 1)))
+
+
+@pytest.mark.parametrize("row", [row for row in ROWS if row.boolean], ids=_row_id)
+def test_boolean_row_computes_bools(row):
+    values = [_outcome(row.evaluate, args) for args in _samples(row)]
+    assert all(v[1] is bool for v in values if v[0] == "value")

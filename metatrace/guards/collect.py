@@ -31,10 +31,7 @@ import thunder.core.prims as prims
 from thunder.core.proxies import NumberProxy
 
 from metatrace.guards.record import Guard, is_leaf
-from metatrace.metas import number_ops
-
-# Relation names (eq, ne, lt, le, gt, ge): negation, operands swapped, Python symbol.
-NEGATION, MIRROR, SYMBOLS = number_ops.NEGATION, number_ops.MIRROR, number_ops.SYMBOLS
+from metatrace.metas.number_ops import NEGATION
 
 
 class GuardFailure(Exception):
@@ -134,10 +131,10 @@ def exact(value: Any) -> Any:
     return value
 
 
-_ORDERED = frozenset({"lt", "le", "gt", "ge"})
+ORDERED = frozenset({"lt", "le", "gt", "ge"})
 
 
-def _is_nan(x: Any) -> bool:
+def is_nan(x: Any) -> bool:
     v = x.value if isinstance(x, NumberProxy) else x
     return isinstance(v, (float, complex)) and v != v
 
@@ -153,8 +150,8 @@ class GuardCollector:
     _data_sources: dict[str, Any] = field(default_factory=dict)
 
     def relation(self, op: str, lhs: Any, rhs: Any, value: bool) -> None:
-        if not value and op in _ORDERED:
-            nan = next((side for side in (lhs, rhs) if _is_nan(side)), None)
+        if not value and op in ORDERED:
+            nan = next((side for side in (lhs, rhs) if is_nan(side)), None)
             if nan is not None:
                 # An ordered comparison with NaN is False, and its negation (``f <= 0.5`` for
                 # ``not f > 0.5``) is False too: the guard is ``f != f`` (f is NaN), which is

@@ -13,12 +13,13 @@ from typing import Any
 
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
-from metatrace.guards.collect import MIRROR, NEGATION, _ORDERED, GuardCollector, GuardFailure, _is_nan
+from metatrace.guards.collect import ORDERED, GuardCollector, GuardFailure, is_nan
 from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project
 from metatrace.guards.record import Guard, is_leaf
 from metatrace.guards.registry import PROGRAMS, guard_symbol, new_id
 from metatrace.guards.simplify import python_check, recorded_parts
 from metatrace.metas import number_ops
+from metatrace.metas.number_ops import MIRROR, NEGATION
 
 # The logger's name from before the guards were split by concern: logging configurations name it.
 logger = logging.getLogger("metatrace.guards.collect")
@@ -40,8 +41,8 @@ def normalize(guard: Guard, producers: dict[str, Any]) -> Guard:
         and (op := number_ops.relation(bsym.sym.id)) is not None  # a comparison prim or exact comparison
     ):
         lhs, rhs = bsym.flat_args[0], bsym.flat_args[1]
-        nan = next((side for side in (lhs, rhs) if _is_nan(side)), None)
-        if guard.op == "eq" and op in _ORDERED and nan is not None:
+        nan = next((side for side in (lhs, rhs) if is_nan(side)), None)
+        if guard.op == "eq" and op in ORDERED and nan is not None:
             # ``not (f > 0.5)`` with f NaN is not ``f <= 0.5``: guarded as ``f != f`` (f is NaN)
             return Guard("ne", nan, nan, guard.why)
         guard = Guard(op if guard.op == "ne" else NEGATION[op], lhs, rhs, guard.why)

@@ -13,9 +13,10 @@ from typing import Any
 import thunder.core.prims as prims
 from thunder.core.proxies import NumberProxy, Proxy
 
-from metatrace.guards.collect import SYMBOLS, GuardCollector
+from metatrace.guards.collect import GuardCollector
 from metatrace.guards.record import Guard, is_leaf, is_static_value
 from metatrace.metas import number_ops
+from metatrace.metas.number_ops import SYMBOLS
 
 # Producers the prologue can replay on numbers (the python executor runs them): id -> row.
 REPLAYABLE = number_ops.REPLAYABLE

@@ -47,6 +47,8 @@ class NumberOp:
 
     ``op``: its name in the guard algebra (``metatrace.guards.simplify.build``), None outside it.
     ``replay``: the prologue may replay a producer of it (the python executor runs it on numbers).
+    ``divides``: raises where its second argument is 0; ``finite``: raises where its first
+    argument is an infinite float; ``boolean``: its value is a bool (the algebra bounds it by 0 and 1).
     ``compare``: a comparison's relation name (``"lt"``), with the relation that is its negation
     and the one with the operands swapped. ``impl``: the name of the python-executor operator that
     metatrace registers to run the prim on numbers (thunder has none). ``result``: the result type
@@ -62,6 +64,9 @@ class NumberOp:
     text: str | None = None
     prec: int = 100
     replay: bool = False
+    divides: bool = False
+    finite: bool = False
+    boolean: bool = False
     compare: str | None = None
     negation: str | None = None
     mirror: str | None = None
@@ -121,7 +126,8 @@ def _prim(name, id, evaluate, arity, python, op=None, **kw) -> NumberOp:
 
 
 def _compare(name, id, evaluate, symbol, relation, negation, mirror) -> NumberOp:
-    return _prim(name, id, evaluate, 2, symbol, prec=40, replay=True, compare=relation, negation=negation, mirror=mirror)
+    return _prim(name, id, evaluate, 2, symbol, prec=40, replay=True, boolean=True, compare=relation, negation=negation,
+                 mirror=mirror)
 
 
 def _py_op(name, evaluate, arity, python, result, **kw) -> NumberOp:
@@ -132,8 +138,8 @@ def _py_compare(relation: str) -> NumberOp:
     row = BY_RELATION[relation]
     # An int compared with a float compares exactly in Python (2**53 + 1 != 2.0**53); thunder's
     # comparison prims promote the int to float first.
-    return _py_op(f"cmp_{relation}", row.evaluate, 2, row.python, lambda a, b: bool, prec=40, compare=relation,
-                  negation=row.negation, mirror=row.mirror)
+    return _py_op(f"cmp_{relation}", row.evaluate, 2, row.python, lambda a, b: bool, prec=40, boolean=True,
+                  compare=relation, negation=row.negation, mirror=row.mirror)
 
 
 # thunder's number prims (replayed by the prologue), then the one metatrace runs but never replays.
@@ -141,11 +147,11 @@ PRIM_OPS: tuple[NumberOp, ...] = (
     _prim("add", PrimIDs.ADD, operator.add, 2, "+", prec=60, replay=True),
     _prim("sub", PrimIDs.SUB, operator.sub, 2, "-", prec=60, replay=True),
     _prim("mul", PrimIDs.MUL, operator.mul, 2, "*", prec=70, replay=True),
-    _prim("py_floordiv", PrimIDs.PY_FLOORDIV, operator.floordiv, 2, "//", prec=70, replay=True),
-    _prim("remainder", PrimIDs.REMAINDER, operator.mod, 2, "%", prec=70, replay=True),
+    _prim("py_floordiv", PrimIDs.PY_FLOORDIV, operator.floordiv, 2, "//", prec=70, replay=True, divides=True),
+    _prim("remainder", PrimIDs.REMAINDER, operator.mod, 2, "%", prec=70, replay=True, divides=True),
     _prim("pow", PrimIDs.POW, operator.pow, 2, "**", prec=90, replay=True),
     # C-style (truncating) on ints: thunder's own number division, not Python's ``/``
-    _prim("div", PrimIDs.DIV, prims._div_numbers, 2, "_div", op="div", text="/", prec=70, replay=True),
+    _prim("div", PrimIDs.DIV, prims._div_numbers, 2, "_div", op="div", text="/", prec=70, replay=True, divides=True),
     _prim("bitwise_and", PrimIDs.BITWISE_AND, operator.and_, 2, "&", prec=44, replay=True),
     _prim("bitwise_or", PrimIDs.BITWISE_OR, operator.or_, 2, "|", prec=42, replay=True),
     _prim("bitwise_xor", PrimIDs.BITWISE_XOR, operator.xor, 2, "^", prec=43, replay=True),
@@ -160,12 +166,15 @@ PRIM_OPS: tuple[NumberOp, ...] = (
     # thunder's python executor does not run these on numbers: metatrace registers ``impl``
     _prim("maximum", PrimIDs.MAXIMUM, builtins.max, 2, "max", replay=True, impl="metatrace_max"),
     _prim("minimum", PrimIDs.MINIMUM, builtins.min, 2, "min", replay=True, impl="metatrace_min"),
-    _prim("ceil", PrimIDs.CEIL, math.ceil, 1, "_math.ceil", op="ceil", replay=True, impl="metatrace_ceil"),
-    _prim("floor", PrimIDs.FLOOR, math.floor, 1, "_math.floor", op="floor", replay=True, impl="metatrace_floor"),
-    _prim("trunc", PrimIDs.TRUNC, math.trunc, 1, "_math.trunc", op="trunc", replay=True, impl="metatrace_trunc"),
-    _prim("fmod", PrimIDs.FMOD, math.fmod, 2, "_math.fmod", op="fmod", replay=True),
+    _prim("ceil", PrimIDs.CEIL, math.ceil, 1, "_math.ceil", op="ceil", replay=True, finite=True,
+          impl="metatrace_ceil"),
+    _prim("floor", PrimIDs.FLOOR, math.floor, 1, "_math.floor", op="floor", replay=True, finite=True,
+          impl="metatrace_floor"),
+    _prim("trunc", PrimIDs.TRUNC, math.trunc, 1, "_math.trunc", op="trunc", replay=True, finite=True,
+          impl="metatrace_trunc"),
+    _prim("fmod", PrimIDs.FMOD, math.fmod, 2, "_math.fmod", op="fmod", replay=True, divides=True, finite=True),
     _prim("convert_element_type", PrimIDs.CONVERT_ELEMENT_TYPE, convert, 2, "_convert", op="convert", replay=True),
-    _prim("signbit", PrimIDs.SIGNBIT, prims._signbit_number, 1, "_signbit", op="signbit", replay=True),
+    _prim("signbit", PrimIDs.SIGNBIT, prims._signbit_number, 1, "_signbit", op="signbit", replay=True, boolean=True),
     # recorded (``~x``) but not replayed: a guard on a value computed by it pins the inputs
     NumberOp("bitwise_not", PrimIDs.BITWISE_NOT, operator.invert, 1, "~", prec=80, impl="metatrace_invert"),
 )
@@ -173,11 +182,11 @@ PRIM_OPS: tuple[NumberOp, ...] = (
 # Operations of the guard algebra only: no thunder symbol computes them, the algebra rewrites
 # ``convert`` into the first three and writes the conditions an operation needs with the last two.
 ALGEBRA_OPS: tuple[NumberOp, ...] = (
-    NumberOp("", None, int, 1, "int", op="int"),
+    NumberOp("", None, int, 1, "int", op="int", finite=True),
     NumberOp("", None, float, 1, "float", op="float"),
-    NumberOp("", None, bool, 1, "bool", op="bool"),
-    NumberOp("", None, math.isfinite, 1, "_math.isfinite", op="isfinite"),
-    NumberOp("", None, _isint, 1, "type({0}) in (int, bool)", op="isint", prec=40),
+    NumberOp("", None, bool, 1, "bool", op="bool", boolean=True),
+    NumberOp("", None, math.isfinite, 1, "_math.isfinite", op="isfinite", boolean=True),
+    NumberOp("", None, _isint, 1, "type({0}) in (int, bool)", op="isint", prec=40, boolean=True),
 )
 
 BY_RELATION: dict[str, NumberOp] = {row.compare: row for row in PRIM_OPS if row.compare}

@@ -141,8 +141,3 @@ def exact_comparison(a, b) -> str | None:
     ):
         return "exact"
     return None
-
-
-def comparison_op(sym_id) -> str | None:
-    """``"lt"`` for the exact comparison operator ``metatrace_py_cmp_lt``, else None."""
-    return number_ops.relation(sym_id) if isinstance(sym_id, str) and sym_id.startswith(number_ops.PY_OP_PREFIX) else None

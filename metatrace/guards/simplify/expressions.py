@@ -207,7 +207,9 @@ _EVAL: dict[str, Callable] = {op: row.evaluate for op, row in number_ops.BY_OP.i
 _FROM_PRIM = {sym_id: row.op for sym_id, row in number_ops.REPLAYABLE.items()}
 _COMPARE = tuple(SYMBOLS.values())  # the comparison operations: "==", "!=", "<", ...
 _MIRROR = {SYMBOLS[rel]: SYMBOLS[mirror] for rel, mirror in MIRROR.items()}  # "<" -> ">": operands swapped
-_DIVIDING = ("//", "%", "div", "fmod")
+_DIVIDING = tuple(op for op, row in number_ops.BY_OP.items() if row.divides)  # need a divisor != 0
+_FINITE = tuple(op for op, row in number_ops.BY_OP.items() if row.finite)  # need a finite float: int(x), ceil(x)
+_BOOLEAN = frozenset(op for op, row in number_ops.BY_OP.items() if row.boolean)  # 0 or 1: comparisons, signbit...
 
 
 def _target(to) -> type | None:
@@ -285,7 +287,7 @@ def build(op: str, args: list) -> Expr:
         for x in args:
             if x.typ != "int":
                 _require(ZERO if _surely_float(x) else build("isint", [x]))
-    if op in ("int", "ceil", "floor", "trunc", "fmod") and _float_source(args[0]):
+    if op in _FINITE and _float_source(args[0]):
         _require(build("isfinite", [args[0]]))
     rule = _RULES.get(op)
     out = rule(op, *args) if rule is not None else None
@@ -436,7 +438,7 @@ def _surely_float(e: Expr) -> bool:
 
 def _is_bool(p: Poly) -> bool:
     n = p.atom()
-    return n is not None and (n.op in _COMPARE or n.op in ("signbit", "isfinite", "isint"))
+    return n is not None and n.op in _BOOLEAN
 
 
 def _opaque(op: str, args: list) -> Expr:

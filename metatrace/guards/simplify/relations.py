@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from metatrace.guards.simplify.expressions import (
     _DIVIDING,
+    _FINITE,
     _MIRROR,
     ZERO,
     Expr,
@@ -102,7 +103,7 @@ def _covered(e: Expr, out: set) -> None:
     needs = []
     if e.op in _DIVIDING:
         needs.append(e.args[1])
-    if e.op in ("int", "ceil", "floor", "trunc", "fmod") and _float_source(e.args[0]):
+    if e.op in _FINITE and _float_source(e.args[0]):
         needs.append(build("isfinite", [e.args[0]]))
     for x in needs:
         r = relation("ne", x, ZERO)
