@@ -159,3 +159,37 @@ def test_finite_row_raises_on_an_infinite_float(row):
 def test_boolean_row_computes_bools(row):
     values = [_outcome(row.evaluate, args) for args in _samples(row)]
     assert all(v[1] is bool for v in values if v[0] == "value")
+
+
+def _emitted(row: NumberOp, negate_first: bool, args: tuple):
+    """The guard emitter's Python for ``row`` over leaves (the first one negated if asked), evaluated."""
+    from metatrace.guards.simplify.expressions import Node
+    from metatrace.guards.simplify.rendering import render
+
+    constants: list = []
+
+    def constant(v) -> str:
+        constants.append(v)
+        return f"_c[{len(constants) - 1}]"
+
+    operands = [Node("leaf", (f"a{i}", i), "other") for i in range(row.arity)]
+    if row.op == "convert":
+        operands[1] = Node("const", (args[1],), "other")
+    if negate_first:
+        operands[0] = Node("neg", (operands[0],), "other")
+    text, _ = render(Node(row.op, tuple(operands), "other"), lambda name: name, constant, python=True)
+    namespace = {**number_ops.NAMESPACE, "_c": constants, **{f"a{i}": a for i, a in enumerate(args)}}
+    return eval(compile(text, "<emitted>", "eval"), namespace)
+
+
+@pytest.mark.parametrize("negate_first", [False, True], ids=["plain", "negated operand"])
+@pytest.mark.parametrize("row", [row for row in ROWS if row.op is not None and number_ops.BY_OP.get(row.op) is row],
+                         ids=_row_id)
+def test_guard_emitter_writes_row_as_it_evaluates(row, negate_first):
+    """The one emitter of guard Python (rendering.render, python=True) on each operation of the guard
+    algebra, parentheses included (``(-a0) ** a1``, not ``-a0 ** a1``)."""
+    for args in _samples(row):
+        expected_args = ((-args[0],) + args[1:]) if negate_first else args
+        expected = _outcome(row.evaluate, expected_args)
+        got = _outcome(lambda *_: _emitted(row, negate_first, args), args)
+        assert _same(expected, got), f"{row.op}{expected_args} -> {expected}, emitted -> {got}"
