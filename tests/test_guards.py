@@ -13,7 +13,9 @@ from thunder.core.proxies import IntegerProxy, NumberProxy
 
 import metatrace
 from metatrace.codegen import cache
-from metatrace.guards.collect import PROGRAMS, GuardFailure, check_guards
+from metatrace.guards.collect import GuardFailure
+from metatrace.guards.program import check_guards
+from metatrace.guards.registry import PROGRAMS
 from workloads import causal_attention, causal_mask
 
 SYMBOLIC = "symbolic values"

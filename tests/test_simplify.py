@@ -25,7 +25,11 @@ from thunder.tests import nanogpt_model
 
 import metatrace
 import metatrace.guards.simplify as simplify_module
-from metatrace.guards.collect import GuardFailure, GuardProgram, Guard, project
+import metatrace.guards.simplify.reduction as reduction_module
+from metatrace.guards.collect import GuardFailure
+from metatrace.guards.program import GuardProgram
+from metatrace.guards.projection import project
+from metatrace.guards.record import Guard
 from metatrace.guards.simplify import simplify
 from workloads import causal_attention, causal_mask
 
@@ -228,7 +232,7 @@ def test_a_kept_division_checks_its_divisor_itself():
 
 
 def test_duplicates_and_decided_inequalities_go(monkeypatch):
-    monkeypatch.setattr(simplify_module, "MERGE_RELATIONS", False)
+    monkeypatch.setattr(reduction_module, "MERGE_RELATIONS", False)
     b = Builder()
     i, j = b.leaf("i"), b.leaf("j")
     b.guard("lt", i, j)
@@ -241,7 +245,7 @@ def test_duplicates_and_decided_inequalities_go(monkeypatch):
 
 
 def test_merged_relations_keep_the_tightest(monkeypatch):
-    monkeypatch.setattr(simplify_module, "MERGE_RELATIONS", True)
+    monkeypatch.setattr(reduction_module, "MERGE_RELATIONS", True)
     b = Builder()
     i, j = b.leaf("i"), b.leaf("j")
     b.guard("le", i, j)
@@ -312,7 +316,7 @@ def _random_expr(b: Builder, leaves, rng: random.Random, depth: int):
 
 @pytest.mark.parametrize("merge", [False, True])
 def test_random_guard_sets_simplify_exactly(merge, monkeypatch):
-    monkeypatch.setattr(simplify_module, "MERGE_RELATIONS", merge)
+    monkeypatch.setattr(reduction_module, "MERGE_RELATIONS", merge)
     rng = random.Random(int(merge))
     for _ in range(60):
         b = Builder()

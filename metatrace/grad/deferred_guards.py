@@ -21,20 +21,11 @@ from metatrace.metas import concretizations
 from metatrace.passes.size_producers import hoist_size_producers
 from metatrace.guards.registry import new_id
 from metatrace.metas.runtime import INTERPRETING
-from metatrace.guards.collect import (
-    PROGRAMS,
-    Guard,
-    GuardCollector,
-    GuardProgram,
-    ProgramConstraint,
-    Unprojectable,
-    describe_guard,
-    exact,
-    input_sizes_and_numbers,
-    normalize,
-    producer_map,
-    project,
-)
+from metatrace.guards.collect import GuardCollector, exact
+from metatrace.guards.program import GuardProgram, ProgramConstraint, input_sizes_and_numbers, normalize
+from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project
+from metatrace.guards.record import Guard
+from metatrace.guards.registry import PROGRAMS
 from thunder.core.proxies import NumberProxy, TensorProxy
 
 from metatrace.guards.simplify import simplify

@@ -1,4 +1,8 @@
-"""Guards: every concretization of a symbolic number while tracing becomes a prologue check.
+"""Collecting guards: every concretization of a symbolic number while tracing becomes a guard.
+
+The guards become prologue checks in :mod:`metatrace.guards.projection` (onto the inputs) and
+:mod:`metatrace.guards.program` (the prologue's guard program); this module collects them and holds
+the errors and exact values they are made of.
 
 While thunder interprets a function under ``cache="symbolic values"`` a :class:`GuardCollector`
 receives, from the runtime (rewritten metas) and from the safety net on NumberProxy's dunder
@@ -18,36 +22,16 @@ True) and each value baked in (``d == 1`` used as a dimension). When the prologu
 
 from __future__ import annotations
 
-import logging
 import math
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import thunder.core.dtypes as dtypes
 import thunder.core.prims as prims
-from thunder.core.proxies import IntegerProxy, NumberProxy, Proxy, TensorProxy
+from thunder.core.proxies import NumberProxy
 
-from metatrace.guards.record import Guard, is_leaf, is_static_value
-from metatrace.guards.registry import PROGRAMS, guard_symbol, new_id
-
-logger = logging.getLogger("metatrace.guards.collect")
-
-NEGATION = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}
-MIRROR = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
-SYMBOLS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-
-# Producers the prologue can replay on numbers (the python executor runs them).
-REPLAYABLE = {
-    prims.PrimIDs.ADD: "+", prims.PrimIDs.SUB: "-", prims.PrimIDs.MUL: "*", prims.PrimIDs.PY_FLOORDIV: "//",
-    prims.PrimIDs.REMAINDER: "%", prims.PrimIDs.POW: "**", prims.PrimIDs.DIV: "/",
-    prims.PrimIDs.BITWISE_AND: "&", prims.PrimIDs.BITWISE_OR: "|", prims.PrimIDs.BITWISE_XOR: "^",
-    prims.PrimIDs.EQ: "==", prims.PrimIDs.NE: "!=", prims.PrimIDs.LT: "<", prims.PrimIDs.LE: "<=",
-    prims.PrimIDs.GT: ">", prims.PrimIDs.GE: ">=",
-    prims.PrimIDs.NEG: "neg", prims.PrimIDs.PY_ABS: "abs", prims.PrimIDs.MAXIMUM: "max", prims.PrimIDs.MINIMUM: "min",
-    prims.PrimIDs.CEIL: "ceil", prims.PrimIDs.FLOOR: "floor", prims.PrimIDs.TRUNC: "trunc",
-    prims.PrimIDs.FMOD: "fmod", prims.PrimIDs.CONVERT_ELEMENT_TYPE: "convert", prims.PrimIDs.SIGNBIT: "signbit",
-}
+from metatrace.guards.record import Guard, is_leaf
+from metatrace.metas.number_ops import NEGATION
 
 
 class GuardFailure(Exception):
@@ -147,10 +131,10 @@ def exact(value: Any) -> Any:
     return value
 
 
-_ORDERED = frozenset({"lt", "le", "gt", "ge"})
+ORDERED = frozenset({"lt", "le", "gt", "ge"})
 
 
-def _is_nan(x: Any) -> bool:
+def is_nan(x: Any) -> bool:
     v = x.value if isinstance(x, NumberProxy) else x
     return isinstance(v, (float, complex)) and v != v
 
@@ -166,8 +150,8 @@ class GuardCollector:
     _data_sources: dict[str, Any] = field(default_factory=dict)
 
     def relation(self, op: str, lhs: Any, rhs: Any, value: bool) -> None:
-        if not value and op in _ORDERED:
-            nan = next((side for side in (lhs, rhs) if _is_nan(side)), None)
+        if not value and op in ORDERED:
+            nan = next((side for side in (lhs, rhs) if is_nan(side)), None)
             if nan is not None:
                 # An ordered comparison with NaN is False, and its negation (``f <= 0.5`` for
                 # ``not f > 0.5``) is False too: the guard is ``f != f`` (f is NaN), which is
@@ -222,355 +206,3 @@ class GuardCollector:
             cache[p.name] = None  # provisional: a cycle cannot make it data-dependent
             todo.extend(a for a in bsym.flat_proxy_args if isinstance(a, NumberProxy))
         return None
-
-
-# ---------------------------------------------------------------------------------------------
-# Projection to the inputs
-# ---------------------------------------------------------------------------------------------
-
-
-class Unprojectable(Exception):
-    pass
-
-
-def producer_map(computation_trace, collector: GuardCollector) -> dict[str, Any]:
-    """Number name -> the bound symbol that produced it, at any depth of the trace."""
-    producers: dict[str, Any] = {}
-
-    def walk(bsyms):
-        for bsym in bsyms:
-            walk(bsym.subsymbols)
-            if bsym.sym.id == prims.PrimIDs.SHAPE:
-                continue  # re-binds a tensor's sizes; their real producers are elsewhere
-            for out in bsym.flat_proxy_outs:
-                if isinstance(out, NumberProxy):
-                    producers.setdefault(out.name, bsym)
-
-    walk(computation_trace.bound_symbols)
-    for name, bsym in collector.recorded.items():
-        producers.setdefault(name, bsym)
-    return producers
-
-
-def project(values, producers: dict[str, Any], is_leaf=is_leaf) -> tuple[list, list]:
-    """(producer bound symbols in replay order, leaf proxies) that compute ``values``."""
-    chain: list = []
-    leaves: dict[str, NumberProxy] = {}
-    visiting: set[str] = set()
-    done: set[str] = set()
-
-    def visit(x):
-        if not isinstance(x, NumberProxy):
-            if isinstance(x, Proxy):
-                raise Unprojectable(f"{x.name} is not a number")
-            return
-        if x.name in done or is_static_value(x):
-            return
-        if is_leaf(x):
-            leaves.setdefault(x.name, x)
-            done.add(x.name)
-            return
-        bsym = producers.get(x.name)
-        if bsym is None:
-            raise Unprojectable(f"{x.name} has no producer")
-        if bsym.sym.id not in REPLAYABLE:
-            raise Unprojectable(f"{x.name} is produced by {bsym.sym.name}, which the prologue cannot run")
-        if x.name in visiting:
-            raise Unprojectable(f"{x.name} depends on itself")
-        visiting.add(x.name)
-        for arg in bsym.flat_args:
-            visit(arg)
-        visiting.discard(x.name)
-        done.add(x.name)
-        if all(b is not bsym for b in chain):
-            chain.append(bsym)
-
-    for v in values:
-        visit(v)
-    return chain, list(leaves.values())
-
-
-def describe(x, producers: dict[str, Any], names: dict[str, str] | None = None) -> str:
-    """``x`` as an expression of the inputs: ``(i + 1) // 2``."""
-    names = names or {}
-    if not isinstance(x, NumberProxy):
-        return repr(x)
-    if is_static_value(x):
-        return repr(x.value)
-    if is_leaf(x) or x.name not in producers:
-        return names.get(x.name, x.name)
-    bsym = producers[x.name]
-    symbol = REPLAYABLE.get(bsym.sym.id)
-    args = [describe(a, producers, names) for a in bsym.flat_args]
-    if symbol is None:
-        return f"{bsym.sym.name}({', '.join(args)})"
-    if symbol == "convert":  # (x, int) -> int(x)
-        return f"{_type_name(bsym.flat_args[1])}({args[0]})"
-    if len(args) == 1:
-        return f"-{args[0]}" if symbol == "neg" else f"{symbol}({args[0]})"
-    if symbol in ("max", "min"):
-        return f"{symbol}({args[0]}, {args[1]})"
-    return f"({args[0]} {symbol} {args[1]})"
-
-
-def _type_name(t) -> str:
-    return getattr(t, "__name__", None) or str(t)
-
-
-def _convert(x, to):
-    """``prims.convert_element_type`` on a number, as the python executor runs it."""
-    return to(x) if isinstance(to, type) else dtypes.dtype_to_numbertype(to)(x)
-
-
-def describe_guard(guard: Guard, producers: dict[str, Any], names: dict[str, str] | None = None) -> str:
-    lhs, rhs = describe(guard.lhs, producers, names), describe(guard.rhs, producers, names)
-    return f"{_unparen(lhs)} {SYMBOLS[guard.op]} {_unparen(rhs)}"
-
-
-def _unparen(text: str) -> str:
-    if text.startswith("(") and text.endswith(")"):
-        depth = 0
-        for i, ch in enumerate(text):
-            depth += ch == "("
-            depth -= ch == ")"
-            if depth == 0 and i < len(text) - 1:
-                return text
-        return text[1:-1]
-    return text
-
-
-# ---------------------------------------------------------------------------------------------
-# The prologue check: all guards of a cache entry compiled into one Python function
-# ---------------------------------------------------------------------------------------------
-
-_COMPARISONS = {prims.PrimIDs.EQ: "eq", prims.PrimIDs.NE: "ne", prims.PrimIDs.LT: "lt", prims.PrimIDs.LE: "le",
-                prims.PrimIDs.GT: "gt", prims.PrimIDs.GE: "ge"}
-_REFLEXIVE_TRUE = {"eq", "le", "ge"}
-
-
-def _exact_comparison(sym_id):
-    from metatrace.metas.python_executor import comparison_op
-
-    return comparison_op(sym_id)
-
-
-def normalize(guard: Guard, producers: dict[str, Any]) -> Guard:
-    """``(a > b) != 0`` -> ``a > b`` and ``(a > b) == 0`` -> ``a <= b``: a truth test of a
-    comparison is guarded by the comparison itself (one check, readable)."""
-    while (
-        guard.op in ("ne", "eq")
-        and isinstance(guard.lhs, NumberProxy)
-        and not is_leaf(guard.lhs)
-        and type(guard.rhs) in (int, bool)
-        and guard.rhs == 0
-        and (bsym := producers.get(guard.lhs.name)) is not None
-        and (bsym.sym.id in _COMPARISONS or _exact_comparison(bsym.sym.id) is not None)
-    ):
-        op = _COMPARISONS.get(bsym.sym.id) or _exact_comparison(bsym.sym.id)
-        lhs, rhs = bsym.flat_args[0], bsym.flat_args[1]
-        nan = next((side for side in (lhs, rhs) if _is_nan(side)), None)
-        if guard.op == "eq" and op in _ORDERED and nan is not None:
-            # ``not (f > 0.5)`` with f NaN is not ``f <= 0.5``: guarded as ``f != f`` (f is NaN)
-            return Guard("ne", nan, nan, guard.why)
-        guard = Guard(op if guard.op == "ne" else NEGATION[op], lhs, rhs, guard.why)
-    if not isinstance(guard.lhs, NumberProxy) and isinstance(guard.rhs, NumberProxy):
-        guard = Guard(MIRROR[guard.op], guard.rhs, guard.lhs, guard.why)  # 1 <= i -> i >= 1
-    elif (
-        guard.op in ("eq", "ne")
-        and isinstance(guard.rhs, NumberProxy)
-        and guard.rhs.name < guard.lhs.name
-    ):
-        guard = Guard(guard.op, guard.rhs, guard.lhs, guard.why)  # one order for a == b and b == a
-    return guard
-
-
-def is_tautology(guard: Guard, sizes: set[str]) -> bool:
-    """Holds for every call: ``x <= x``, or a tensor size compared with 0 the way sizes always are."""
-    if guard.lhs is guard.rhs:
-        # x == x does not hold for a float NaN: only integers compare reflexively for every call
-        return guard.op in _REFLEXIVE_TRUE and isinstance(guard.lhs, IntegerProxy)
-    size_lhs = isinstance(guard.lhs, NumberProxy) and guard.lhs.name in sizes
-    size_rhs = isinstance(guard.rhs, NumberProxy) and guard.rhs.name in sizes
-    zero = lambda x: type(x) is int and x == 0  # noqa: E731
-    return (size_lhs and zero(guard.rhs) and guard.op == "ge") or (size_rhs and zero(guard.lhs) and guard.op == "le")
-
-
-_PY_OPERATORS = {
-    prims.PrimIDs.ADD: "+", prims.PrimIDs.SUB: "-", prims.PrimIDs.MUL: "*", prims.PrimIDs.PY_FLOORDIV: "//",
-    prims.PrimIDs.REMAINDER: "%", prims.PrimIDs.POW: "**", prims.PrimIDs.BITWISE_AND: "&",
-    prims.PrimIDs.BITWISE_OR: "|", prims.PrimIDs.BITWISE_XOR: "^", prims.PrimIDs.EQ: "==", prims.PrimIDs.NE: "!=",
-    prims.PrimIDs.LT: "<", prims.PrimIDs.LE: "<=", prims.PrimIDs.GT: ">", prims.PrimIDs.GE: ">=",
-}
-_PY_FUNCTIONS = {prims.PrimIDs.MAXIMUM: "max", prims.PrimIDs.MINIMUM: "min", prims.PrimIDs.PY_ABS: "abs",
-                 prims.PrimIDs.DIV: "_div", prims.PrimIDs.CEIL: "_math.ceil", prims.PrimIDs.FLOOR: "_math.floor",
-                 prims.PrimIDs.TRUNC: "_math.trunc", prims.PrimIDs.FMOD: "_math.fmod",
-                 prims.PrimIDs.CONVERT_ELEMENT_TYPE: "_convert", prims.PrimIDs.SIGNBIT: "_signbit"}
-
-
-class GuardProgram:
-    """The guards of one cache entry as one function of the entry's input numbers and sizes.
-
-    Producer chains are written out as Python expressions (``(v0 + 1) // 2 <= v1``), so the
-    prologue pays one call and a few arithmetic operations per guard, not a bound symbol each.
-    """
-
-    def __init__(
-        self,
-        program_id: str,
-        guards: list[Guard],
-        texts: list[str],
-        leaves: list[NumberProxy],
-        producers: dict[str, Any],
-        leaf_names: list[str] | None = None,
-    ):
-        self.program_id = program_id
-        self.texts = texts
-        self.leaves = leaves
-        # leaf_names: how the guards' proxies name the leaves, if not by the leaves' own names.
-        # One parameter per leaf position (the prologue passes every leaf); a name seen twice
-        # (a size shared by two inputs) reads the first.
-        names = leaf_names or [p.name for p in leaves]
-        signature = [f"v{i}" for i in range(len(names))]
-        params: dict[str, str] = {}
-        for name, param in zip(names, signature):
-            params.setdefault(name, param)
-        constants: list[Any] = []
-
-        def expr(x) -> str:
-            if isinstance(x, NumberProxy) and is_static_value(x) and x.name not in params:
-                x = x.value
-            if isinstance(x, NumberProxy):
-                if x.name in params:
-                    return params[x.name]
-                bsym = producers[x.name]
-                args = [expr(a) for a in bsym.flat_args]
-                if bsym.sym.id in _PY_OPERATORS:
-                    return f"({args[0]} {_PY_OPERATORS[bsym.sym.id]} {args[1]})"
-                if bsym.sym.id == prims.PrimIDs.NEG:
-                    return f"(-{args[0]})"
-                return f"{_PY_FUNCTIONS[bsym.sym.id]}({', '.join(args)})"
-            return const(x)
-
-        def const(x) -> str:
-            constants.append(x)
-            return f"_c[{len(constants) - 1}]"
-
-        lines = [f"def guards({', '.join(signature)}):"]
-        for i, g in enumerate(guards):
-            # a metatrace.guards.simplify.SimpleGuard writes its own Python over the leaves
-            check = g.python(params.__getitem__, const) if hasattr(g, "python") else f"{expr(g.lhs)} {SYMBOLS[g.op]} {expr(g.rhs)}"
-            lines.append(f"    if not ({check}):")
-            lines.append(f"        _fail(_id, _t[{i}])")
-        lines.append("    return None")
-        self.source = "\n".join(lines)
-        namespace = {"_c": tuple(constants), "_t": tuple(texts), "_fail": _fail, "_div": prims._div_numbers,
-                     "_math": math, "_convert": _convert, "_signbit": prims._signbit_number,
-                     "_id": program_id}
-        exec(compile(self.source, "<metatrace guards>", "exec"), namespace)
-        self.fn = namespace["guards"]
-
-
-def _fail(program_id: str, text: str) -> None:
-    from metatrace.guards.explain import record_rejection
-
-    logger.debug("guard failed: %s", text)
-    record_rejection(program_id, text)
-    raise GuardFailure(f"guard failed: {text}")
-
-
-# Guard programs by id (metatrace.guards.registry.PROGRAMS): the prologue's bound symbol carries the id.
-
-
-def check_guards(program_id: str, *leaves) -> None:
-    """Runs in the prologue (python executor). Raises, never asserts: asserts vanish under -O."""
-    PROGRAMS[program_id].fn(*leaves)
-
-
-@dataclass
-class ProgramConstraint:
-    """A prologue constraint: thunder calls it with the prologue's proxies for the leaves."""
-
-    program_id: str
-
-    def __call__(self, *leaves):
-        guard_symbol()(self.program_id, *leaves)
-
-
-def input_sizes_and_numbers(inputs) -> list[NumberProxy]:
-    out = []
-    for v in inputs:
-        p = getattr(v, "proxy", v)
-        if isinstance(p, NumberProxy):
-            out.append(p)
-        elif isinstance(p, TensorProxy):
-            out.extend(s for s in p._shape if isinstance(s, NumberProxy) and is_leaf(s))
-    return out
-
-
-def _size_names(inputs) -> set[str]:
-    return {s.name for v in inputs if isinstance(p := getattr(v, "proxy", v), TensorProxy)
-            for s in p._shape if isinstance(s, NumberProxy)}
-
-
-def add_prologue_constraints(
-    ctx, inputs, computation_trace, collector: GuardCollector, names: dict[str, str] | None = None
-) -> list[str]:
-    """Turns the collector's guards into one prologue constraint; returns their readable forms.
-
-    The guards are simplified first (``metatrace.guards.simplify``): the program checks, and ``explain``
-    shows, an equivalent small set over the inputs."""
-    from thunder.clang import check_number_type_and_value
-
-    from metatrace.guards.simplify import simplify
-
-    producers = producer_map(computation_trace, collector)
-    sizes = _size_names(inputs)
-    input_names = {getattr(v, "proxy", v).name for v in inputs}
-    value_checked: set[str] = set()
-    guards, texts, seen = [], [], set()
-    leaves: dict[str, NumberProxy] = {}
-    pin_all = None
-    for guard in collector.guards:
-        guard = normalize(guard, producers)
-        if is_tautology(guard, sizes) or guard.key() in seen:
-            continue
-        seen.add(guard.key())
-        try:
-            _, guard_leaves = project([guard.lhs, guard.rhs], producers)
-        except Unprojectable as e:
-            logger.debug("cannot project %s %s %s (%s): %s", guard.lhs, guard.op, guard.rhs, guard.why, e)
-            pin_all = pin_all or (f"{e} at {guard.where}" if guard.where else str(e))
-            continue
-        if all(p.is_static_constrained() for p in guard_leaves):
-            # Constants, or static numbers (a module's configuration). thunder's prologue checks
-            # a static number only when the computation takes it as an input: one that only
-            # decided a branch (``if self.training``, ``x[:2] if self.flag else x``) is checked
-            # here, by value, or ``model.eval()`` would reuse the training entry.
-            for p in guard_leaves:
-                if p.name not in input_names and p.name not in value_checked and p.history is not None:
-                    value_checked.add(p.name)
-                    ctx.add_constraint((check_number_type_and_value, p, p.value))
-            continue
-        for p in guard_leaves:
-            leaves.setdefault(p.name, p)
-        guards.append(guard)
-    program_id = new_id("g")
-    try:
-        checked = simplify(guards, producers, input_sizes_and_numbers(inputs), names, sizes)
-        texts = [g.text for g in checked]
-        used = {name for g in checked for name in g.leaves}
-        program = GuardProgram(program_id, checked, texts, [p for n, p in leaves.items() if n in used], producers)
-    except Exception:  # not expected: the guards as recorded are as correct, only longer
-        logger.warning("guard simplification failed: checking the guards as recorded", exc_info=True)
-        checked, texts = guards, [describe_guard(guard, producers, names) for guard in guards]
-        program = GuardProgram(program_id, guards, texts, list(leaves.values()), producers)
-    if checked:
-        PROGRAMS[program_id] = program
-        ctx.add_constraint((ProgramConstraint(program_id), *program.leaves))
-    if pin_all is not None:
-        # A value we cannot express in terms of the inputs was baked in: only the exact same
-        # inputs may reuse this entry.
-        for p in input_sizes_and_numbers(inputs):
-            ctx.add_constraint((check_number_type_and_value, p, p.value))
-            texts.append(f"{(names or {}).get(p.name, p.name)} == {p.value!r} (pinned: {pin_all})")
-    return texts

@@ -11,7 +11,7 @@ from __future__ import annotations
 from thunder.core.prims import OpTags
 
 from metatrace.guards import registry
-from metatrace.guards.collect import check_guards
+from metatrace.guards.program import check_guards
 from metatrace.guards.registry import guard_symbol, structure_symbol  # noqa: F401  (where callers look for them)
 from metatrace.guards.structure import check_structure
 

@@ -1,6 +1,6 @@
-"""The guard record and the leaf tests shared by :mod:`metatrace.guards.collect` (collecting, projecting,
-the prologue program) and :mod:`metatrace.guards.simplify` (which guards uses): a leaf module, so that
-neither imports the other to know what a guard is."""
+"""The guard record and the leaf tests shared by :mod:`metatrace.guards.collect` (collecting),
+:mod:`metatrace.guards.projection`, :mod:`metatrace.guards.program` and
+:mod:`metatrace.guards.simplify`: a leaf module, so that none imports another to know what a guard is."""
 
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ from metatrace.metas import concretizations
 from metatrace.metas.runtime import INTERPRETING
 from metatrace.guards.explain import log_miss
 from metatrace.grad.deferred_guards import add_deferred_program
-from metatrace.guards.collect import GuardCollector, add_prologue_constraints
+from metatrace.guards.collect import GuardCollector
+from metatrace.guards.program import add_prologue_constraints
 from metatrace.guards.structure import add_structure_constraints
 
 _original_jit_ctx = jit_ext.jit_ctx

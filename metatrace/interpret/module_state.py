@@ -93,7 +93,7 @@ def proxify(self, value):
         return p
     p = _original_proxify(self, value)
     if isinstance(p, NumberProxy) and proxies.using_symbolic_values() and read_from_module(value.provenance):
-        # (checked by thunder when the computation takes it as an input, by metatrace.guards.collect
+        # (checked by thunder when the computation takes it as an input, by metatrace.guards.program
         # when a decision or a baked value depends on it)
         p.constraint = CONSTRAINT.STATIC
     python_semantics.note_number_leaf(self, value, p)  # its type is checked in the prologue (metatrace.guards.structure)

@@ -11,23 +11,18 @@ dunders to; see below.
 
 from __future__ import annotations
 
-import builtins
-import math
-import operator
 from numbers import Number
 
 import thunder.core.prims as prims
 from thunder.core.proxies import NumberProxy
 from thunder.core.transforms import nondifferentiable_vjp_symbols
 
-_IMPLS = (
-    (prims.maximum, "metatrace_max", builtins.max),
-    (prims.minimum, "metatrace_min", builtins.min),
-    (prims.ceil, "metatrace_ceil", math.ceil),
-    (prims.floor, "metatrace_floor", math.floor),
-    (prims.trunc, "metatrace_trunc", math.trunc),
-    (prims.bitwise_not, "metatrace_invert", operator.invert),
-)
+from metatrace.metas import number_ops
+from metatrace.metas.number_ops import number_type, number_value  # noqa: F401  (where callers look for them)
+
+# (prim, operator name, implementation) for the number prims thunder's python executor does not
+# run on numbers: the rows of metatrace.metas.number_ops that name an ``impl``.
+_IMPLS = tuple((getattr(prims, row.name), row.impl, row.evaluate) for row in number_ops.PRIM_OPS if row.impl)
 
 
 _NONDIFF = "nondifferentiable"  # an undo entry: a symbol id added to nondifferentiable_vjp_symbols
@@ -90,46 +85,11 @@ def unregister(undo: list) -> None:
 # ``int ** int``, whose type depends on the exponent's sign: that sign is guarded.
 # (``math.floor``/``ceil``/``trunc`` and float ``//`` are written with replayable number prims
 # instead, see ``metatrace.proxies.python_semantics``.) All of them are non-differentiable for the grad transform. The guards cannot replay these operators: a guard on a value computed
-# by one pins the inputs (correct; guards.REPLAYABLE could learn them).
+# by one pins the inputs (correct; their rows in metatrace.metas.number_ops could learn ``replay``).
 
-_NUMBER_TYPES = (bool, int, float, complex)
-
-
-def number_type(x) -> type:
-    if isinstance(x, NumberProxy):
-        return x.python_type
-    return type(x)
-
-
-def _promoted(*xs) -> type:
-    return _NUMBER_TYPES[max(_NUMBER_TYPES.index(number_type(x)) for x in xs)]
-
-
-def number_value(x):
-    return x.value if isinstance(x, NumberProxy) else x
-
-
-def _number_where(pred, a, b):
-    return _promoted(a, b)(a if pred else b)
-
-
-def _round_digits(x, ndigits):
-    return builtins.round(x, ndigits)
-
-
-# name -> (Python implementation, result type from the argument types)
-_PY_OPS = {
-    "where": (_number_where, lambda pred, a, b: _promoted(a, b)),
-    "round": (builtins.round, lambda x: int),
-    "round_digits": (_round_digits, lambda x, n: int if number_type(x) in (bool, int) else float),
-    "pow_int": (operator.pow, lambda a, b: int),
-    "pow_float": (lambda a, b: float(operator.pow(a, b)), lambda a, b: float),
-    # an int compared with a float compares exactly in Python (2**53 + 1 != 2.0**53); thunder's
-    # comparison prims promote the int to float first
-    **{f"cmp_{op}": (getattr(operator, op), lambda a, b: bool) for op in ("eq", "ne", "lt", "le", "gt", "ge")},
-    "lshift": (operator.lshift, lambda a, b: int),
-    "rshift": (operator.rshift, lambda a, b: int),
-}
+# name -> (Python implementation, result type from the argument types): the rows of
+# metatrace.metas.number_ops.PY_OPS.
+_PY_OPS = {row.name[len(number_ops.PY_OP_PREFIX):]: (row.evaluate, row.result) for row in number_ops.PY_OPS}
 _py_symbols: dict = {}
 
 
@@ -180,13 +140,4 @@ def exact_comparison(a, b) -> str | None:
         and number_value(b) is not None
     ):
         return "exact"
-    return None
-
-
-def comparison_op(sym_id) -> str | None:
-    """``"lt"`` for the exact comparison operator ``metatrace_py_cmp_lt``, else None."""
-    for op in ("eq", "ne", "lt", "le", "gt", "ge"):
-        sym = _py_symbols.get(f"cmp_{op}")
-        if sym is not None and sym.id == sym_id:
-            return op
     return None

@@ -31,7 +31,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy, numberproxy
 from thunder.core.proxies import pyval as _thunder_pyval
 from thunder.core.utils import resolve_constraints
 
-from metatrace.metas import concretizations
+from metatrace.metas import concretizations, number_ops
 
 # The list of bound symbols that recorded ops go to: the scope of the caller of the prim whose
 # rewritten meta is running. None: record nothing, behave like thunder.
@@ -265,16 +265,9 @@ def iop(name: str, a, b):
 # Comparisons and truth
 # ---------------------------------------------------------------------------------------------
 
-_COMPARE: dict[str, Callable] = {
-    "eq": operator.eq,
-    "ne": operator.ne,
-    "lt": operator.lt,
-    "le": operator.le,
-    "gt": operator.gt,
-    "ge": operator.ge,
-}
+_COMPARE: dict[str, Callable] = {name: row.evaluate for name, row in number_ops.BY_RELATION.items()}
 # What a comparison of a symbol with itself always is.
-_REFLEXIVE = {"eq": True, "le": True, "ge": True, "ne": False, "lt": False, "gt": False}
+_REFLEXIVE = number_ops.REFLEXIVE
 
 
 class SymBool:

@@ -1,0 +1,58 @@
+"""Interval bounds of int expressions, given a range per leaf."""
+
+from __future__ import annotations
+
+import math
+
+from metatrace.guards.simplify.expressions import _BOOLEAN, Expr, Node, Poly
+
+INF = math.inf
+
+
+
+
+def _imul(a: tuple, b: tuple) -> tuple:
+    if a == (0, 0) or b == (0, 0):
+        return (0, 0)
+    prods = [x * y if x and y else 0 for x in a for y in b]
+    return (min(prods), max(prods))
+
+
+def bounds(e: Expr, ranges: dict[str, tuple]) -> tuple:
+    """(lo, hi) of an int expression given leaf ranges; ±inf where unknown."""
+    if isinstance(e, Poly):
+        lo = hi = 0
+        for m, c in e.terms:
+            iv = (c, c)
+            for n in m:
+                iv = _imul(iv, _node_bounds(n, ranges))
+            lo, hi = lo + iv[0], hi + iv[1]
+        return lo, hi
+    return _node_bounds(e, ranges) if e.typ == "int" else (-INF, INF)
+
+
+def _node_bounds(n: Node, ranges) -> tuple:
+    if n.op == "leaf":
+        return ranges.get(n.args[0], (-INF, INF))
+    if n.op in _BOOLEAN:
+        return (0, 1)
+    args = [bounds(a, ranges) if isinstance(a, (Poly, Node)) else (-INF, INF) for a in n.args]
+    if n.op in ("max", "min"):
+        f = max if n.op == "max" else min
+        return (f(args[0][0], args[1][0]), f(args[0][1], args[1][1]))
+    if n.op == "abs":
+        lo, hi = args[0]
+        if lo >= 0:
+            return (lo, hi)
+        if hi <= 0:
+            return (-hi, -lo)
+        return (0, max(-lo, hi))
+    if n.op == "//" and args[1][0] > 0:
+        (lo, hi), (dlo, dhi) = args
+        cands = [x / y for x in (lo, hi) for y in (dlo, dhi) if not (math.isinf(x) and math.isinf(y))]
+        return (math.floor(min(cands)) if lo > -INF else -INF, math.floor(max(cands)) if hi < INF else INF)
+    if n.op == "%" and args[1][0] > 0:
+        return (0, args[1][1] - 1)
+    if n.op in ("&", "|", "^") and all(0 <= lo and hi <= 1 for lo, hi in args):
+        return (0, 1)
+    return (-INF, INF)

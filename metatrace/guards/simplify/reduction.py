@@ -1,0 +1,382 @@
+"""The decision procedure: a cache entry's guards reduced to a small set that accepts exactly the
+same leaf values (equalities solved and substituted, one range per leaf, implied relations
+dropped), and that set written out as :class:`SimpleGuard` objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, NamedTuple
+
+from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
+
+from metatrace.guards.record import Guard, is_leaf as _default_is_leaf, is_static_value
+from metatrace.guards.simplify.bounds import INF, bounds
+from metatrace.guards.simplify.expressions import (
+    _CONDITIONS,
+    _FROM_PRIM,
+    _MIRROR,
+    ZERO,
+    Expr,
+    Node,
+    Poly,
+    _leaf_nodes,
+    _leaves_of,
+    _wrap,
+    build,
+    const,
+    padd,
+    patom,
+    pconst,
+    pscale,
+    substitute,
+)
+from metatrace.guards.simplify.relations import _FROM_SYM, _Rel, _add, _covered, _never, canonical, relation
+from metatrace.guards.simplify.rendering import _side, python_check, render
+
+# Relations between different linear forms with the same terms (``i < a.shape[2]`` and
+# ``i <= a.shape[2]``) are merged into the tightest only when True; ranges of single leaves always are.
+MERGE_RELATIONS = True
+
+
+@dataclass(frozen=True)
+class SimpleGuard:
+    """One simplified guard. ``parts`` alternate expressions and comparison symbols
+    (``(2, "<=", T, "<=", 127)``); ``text``: as ``explain`` shows it; ``leaves``: the names of
+    the leaf proxies it reads."""
+
+    parts: tuple
+    text: str
+    leaves: tuple
+
+    def python(self, param: Callable[[str], str], const: Callable[[Any], str]) -> str:
+        """Python source of the check: ``param(leaf name)`` is the parameter holding that leaf,
+        ``const(value)`` names a constant that has no literal."""
+        return python_check(self.parts, param, const)
+
+
+def _make(parts: tuple, show: Callable[[str], str]) -> SimpleGuard:
+    text = " ".join(p if isinstance(p, str) else _side(render(p, show)) for p in parts)
+    leaves: set = set()
+    for p in parts:
+        if not isinstance(p, str):
+            _leaves_of(p, leaves)
+    return SimpleGuard(parts, text, tuple(sorted(leaves)))
+
+
+
+
+class _Builder:
+    """Guard operands as expressions over the leaves, through their producers."""
+
+    def __init__(self, producers, order, is_leaf, static_leaves):
+        self.producers = producers
+        self.index = {name: i for i, name in enumerate(order)}
+        self.is_leaf = is_leaf
+        self.static_leaves = static_leaves
+        self.memo: dict[str, Expr] = {}
+
+    def expr(self, x) -> Expr:
+        if not isinstance(x, NumberProxy):
+            return const(x)
+        e = self.memo.get(x.name)
+        if e is None:
+            if self.is_leaf(x) and self.static_leaves and x.is_static_constrained() and x.value is not None:
+                e = const(x.value)  # thunder's prologue checks a static input's value itself
+            elif self.is_leaf(x):
+                typ = "int" if isinstance(x, IntegerProxy) else "float" if isinstance(x, FloatProxy) else "other"
+                self.index.setdefault(x.name, len(self.index))
+                e = _wrap(Node("leaf", (x.name, self.index[x.name]), typ))
+            elif is_static_value(x):
+                e = const(x.value)
+            else:
+                bsym = self.producers[x.name]
+                e = build(_FROM_PRIM[bsym.sym.id], [self.expr(a) for a in bsym.flat_args])
+            self.memo[x.name] = e
+        return e
+
+
+def simplify(
+    guards: Iterable[Guard],
+    producers: dict[str, Any],
+    leaves: Iterable = (),
+    names: dict[str, str] | None = None,
+    sizes: Iterable[str] = (),
+    is_leaf: Callable[[NumberProxy], bool] = _default_is_leaf,
+    static_leaves: bool = True,
+) -> list[SimpleGuard]:
+    """The guards of one cache entry as a small set that accepts exactly the same leaf values.
+
+    ``guards``: normalized guards whose operands project through ``producers`` (as for
+    :func:`metatrace.guards.projection.project`, with the same ``is_leaf``). ``leaves``: leaf proxies or
+    names in input order (when an equality relates two leaves the earlier one stays);
+    ``names``: display names (``T``, ``idx.shape[1]``); ``sizes``: names of the leaves that are
+    tensor sizes (known ``>= 0``); ``static_leaves``: a leaf thunder marked static is its value
+    (thunder's own prologue checks it, as for the guards dropped for having only static leaves).
+    Compile the result with ``GuardProgram(id, simple,
+    [g.text for g in simple], leaves, producers)``.
+    """
+    names = names or {}
+    builder = _Builder(producers, [getattr(p, "name", p) for p in leaves], is_leaf, static_leaves)
+    rels: list[_Rel] = []
+    conditions: list[Expr] = []
+    token = _CONDITIONS.set(conditions)
+    try:
+        for i, g in enumerate(guards):
+            _add(rels, relation(g.op, builder.expr(g.lhs), builder.expr(g.rhs)), i)
+    finally:
+        _CONDITIONS.reset(token)
+    for e in conditions:
+        _add(rels, relation("ne", e, ZERO), len(rels) + 1_000_000, implicit=True)
+    return _reduce(rels, set(sizes), lambda n: names.get(n, n))
+
+
+def _leaf_of(n: Node | None) -> str | None:
+    return n.args[0] if n is not None and n.op == "leaf" and n.typ == "int" else None
+
+
+def _dedupe(rels: list[_Rel]) -> list[_Rel]:
+    seen: dict = {}
+    out = []
+    for r in rels:
+        k = r.key()
+        if k in seen:
+            seen[k].implicit = seen[k].implicit and r.implicit
+            continue
+        seen[k] = r
+        out.append(r)
+    return out
+
+
+def _apply(rels: list[_Rel], sub: dict[str, Expr], keep: _Rel) -> list[_Rel]:
+    """Every relation but ``keep`` with the substitution applied, folded again."""
+    memo: dict = {}
+    out = []
+    for r in rels:
+        if r is keep:
+            out.append(r)
+            continue
+        if r.solved:
+            new = _Rel("eq", substitute(r.poly, sub, memo), solved=r.solved)
+        elif r.op == "raw":
+            new = relation(_FROM_SYM[r.rop], substitute(r.lhs, sub, memo), substitute(r.rhs, sub, memo))
+        else:
+            new = canonical(r.op, substitute(r.poly, sub, memo))
+            if isinstance(new, _Rel) and new.op == "ge":
+                new.strict = r.strict and new.poly.linear() == r.poly.linear()
+        _add(out, new, r.order, r.implicit)
+    return out
+
+
+def _solve(r: _Rel) -> tuple[Node, Poly] | None:
+    """(leaf, value) if ``r`` is an equality that can be solved for a leaf: the latest input's."""
+    if r.op != "eq" or r.solved:
+        return None
+    best = None
+    for m, c in r.poly.terms:
+        if len(m) == 1 and abs(c) == 1 and _leaf_of(m[0]) is not None:
+            rest = Poly({mm: cc for mm, cc in r.poly.terms if mm != m})
+            if m[0].args[0] in _leaves_of(rest):
+                continue
+            if best is None or m[0].key > best[0].key:
+                best = (m[0], pscale(rest, -c))  # c * x + rest == 0  ->  x == -rest / c
+    return best
+
+
+def _eliminate(rels: list[_Rel]) -> list[_Rel]:
+    """Solve equalities for leaves and substitute them everywhere else, until none is left."""
+    while True:
+        for r in rels:
+            s = _solve(r)
+            if s is not None:
+                leaf, value = s
+                r.solved, r.poly = leaf.args[0], padd(patom(leaf), value, -1)
+                rels = _dedupe(_apply(rels, {leaf.args[0]: value}, keep=r))
+                break
+        else:
+            return rels
+
+
+def _reduce(rels: list[_Rel], sizes: set[str], show) -> list[SimpleGuard]:
+    leaf_nodes: dict[str, Node] = {}
+    for r in rels:
+        for e in r.exprs():
+            _leaf_nodes(e, leaf_nodes)
+    rels = _dedupe(rels)
+    for _ in range(1000):
+        rels = _eliminate(rels)
+        found = _ranges(rels, sizes)
+        rels = found.rels
+        if found.pinned is None:
+            break
+        rels.append(found.pinned)  # a range of one value: an equality, solved in the next round
+    return _output(rels, found.ranges, found.strict, sizes, leaf_nodes, show)
+
+
+def _group(r: _Rel) -> tuple[Poly, int, int] | None:
+    """(L, s, c) with r's poly ``s * L + c``: L linear with a positive first coefficient, s = ±1."""
+    if r.op == "raw" or r.solved:
+        return None
+    lin = r.poly.linear()
+    s = 1 if lin.terms[0][1] > 0 else -1
+    return (pscale(lin, s), s, r.poly.const)
+
+
+class Ranges(NamedTuple):
+    """What :func:`_ranges` finds."""
+
+    ranges: dict[str, tuple]  # leaf name -> (lo, hi), ±INF where unbounded
+    rels: list[_Rel]  # the other relations, plus the ``!=`` inside a range
+    # an equality when a range holds one value: then ``rels`` are the relations unchanged but
+    # for that leaf's
+    pinned: _Rel | None
+    strict: dict[str, list]  # leaf name -> [lower bound written strict, upper bound written strict]
+
+
+def _ranges(rels: list[_Rel], sizes: set[str]) -> Ranges:
+    """One range per leaf from the relations on that leaf alone (``!=`` at an end tightens it)."""
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    strict: dict[str, list] = {}  # name -> [lower bound strict, upper bound strict]
+    points: dict[str, dict] = {}  # name -> {excluded value: (all implicit, order)}
+    leaf: dict[str, Node] = {}
+    rest = []
+    for r in rels:
+        g = _group(r)
+        name = _leaf_of(g[0].atom()) if g is not None and r.op != "eq" else None
+        if name is None:
+            rest.append(r)
+            continue
+        _, s, c = g
+        leaf[name] = g[0].atom()
+        if r.op == "ge":  # x >= -c  or  -x + c >= 0: x <= c
+            flags = strict.setdefault(name, [False, False])
+            if s > 0:
+                if -c > lo.get(name, -INF) or (-c == lo[name] and not r.strict):
+                    lo[name], flags[0] = -c, r.strict
+            else:
+                if c < hi.get(name, INF) or (c == hi[name] and not r.strict):
+                    hi[name], flags[1] = c, r.strict
+        else:
+            implicit, order = points.setdefault(name, {}).get(-c * s, (True, r.order))
+            points[name][-c * s] = (implicit and r.implicit, min(order, r.order))
+    ranges: dict[str, tuple] = {name: (0, INF) for name in sizes}
+    for name, node in sorted(leaf.items(), key=lambda kv: kv[1].key):
+        a, b = max(lo.get(name, -INF), 0 if name in sizes else -INF), hi.get(name, INF)
+        excluded = points.get(name, {})
+        flags = strict.setdefault(name, [False, False])
+        if a != lo.get(name, -INF):
+            flags[0] = False
+        while a in excluded:
+            a, flags[0] = a + 1, False
+        while b in excluded:
+            b, flags[1] = b - 1, False
+        if a > b:
+            return Ranges(ranges, [_never()], None, strict)
+        if a == b:
+            others = [r for r in rels if r.op == "eq" or _leaf_of(g[0].atom() if (g := _group(r)) else None) != name]
+            return Ranges(ranges, others, _Rel("eq", padd(patom(node), pconst(a), -1), order=-1), strict)
+        ranges[name] = (a, b)
+        for k, (implicit, order) in excluded.items():
+            if a < k < b:
+                rest.append(_Rel("ne", padd(patom(node), pconst(k), -1), implicit=implicit, order=order))
+    return Ranges(ranges, rest, None, strict)
+
+
+def _output(rels: list[_Rel], ranges: dict, strict: dict, sizes: set[str], leaf_nodes: dict, show) -> list[SimpleGuard]:
+    kept: list[_Rel] = []
+    groups: dict = {}
+    for r in rels:
+        g = _group(r)
+        if g is not None:
+            L, s, c = g
+            b_lo, b_hi = bounds(L, ranges)
+            if r.op == "ge" and (b_lo >= -c if s > 0 else b_hi <= c):
+                continue  # the ranges imply it
+            if r.op == "ne" and not b_lo <= -c * s <= b_hi:
+                continue  # the ranges decide it
+            if r.op == "eq" and b_lo == b_hi == -c * s:
+                continue
+            groups.setdefault(L.key, []).append((r, s, c))
+        kept.append(r)
+    # relations on one linear form: a "!=" outside the bounds goes; bounds merge when asked
+    drop = set()
+    for members in groups.values():
+        low = max((-c for r, s, c in members if r.op == "ge" and s > 0), default=-INF)
+        high = min((c for r, s, c in members if r.op == "ge" and s < 0), default=INF)
+        for r, s, c in members:
+            if r.op == "ne" and not low <= -c * s <= high:
+                drop.add(id(r))
+            if MERGE_RELATIONS and r.op == "ge" and (-c < low if s > 0 else c > high):
+                drop.add(id(r))
+    kept = [r for r in kept if id(r) not in drop]
+    # an operation's condition goes where a kept guard checks it by raising
+    covered: set = set()
+    for r in kept:
+        if not r.implicit:
+            for e in r.exprs():
+                _covered(e, covered)
+    kept = [r for r in kept if not (r.implicit and r.key() in covered)]
+
+    out: list[tuple] = []
+    for name, (a, b) in ranges.items():
+        node = leaf_nodes.get(name)
+        a_shown = a if a > (0 if name in sizes else -INF) else None
+        b_shown = b if b < INF else None
+        if node is None or (a_shown is None and b_shown is None):
+            continue
+        x = patom(node)
+        if a_shown is not None and b_shown is not None:
+            parts = (pconst(a), "<=", x, "<=", pconst(b))
+        elif a_shown is not None:  # as written: flag > 5, T >= 2
+            parts = (x, ">", pconst(a - 1)) if strict.get(name, (False,))[0] else (x, ">=", pconst(a))
+        else:
+            parts = (x, "<", pconst(b + 1)) if strict.get(name, (False, False))[1] else (x, "<=", pconst(b))
+        out.append(((1, node.key), parts))
+    for r in kept:
+        if r.solved:
+            out.append(((0, leaf_nodes[r.solved].key), _solved_parts(r, leaf_nodes[r.solved])))
+        else:
+            out.append(((2, r.order), _parts(r, sizes)))
+    out.sort(key=lambda x: x[0])
+    return [_make(parts, show) for _, parts in out]
+
+
+def _first(p: Poly, sizes: set[str]) -> tuple:
+    """Which side of a relation goes left: the one with an input number (``i <= a.shape[2]``),
+    else with the earliest input (``T < mask.shape[2]``)."""
+    keys = [(n.op != "leaf" or n.args[0] in sizes, n.key) for m, _ in p.terms for n in m]
+    return min(keys) if keys else (True, (9,))
+
+
+def _solved_parts(r: _Rel, leaf: Node) -> tuple:
+    x = patom(leaf)
+    value = padd(x, r.poly, -1)  # poly is x - value
+    other = value.atom()
+    if other is not None and other.op == "leaf" and other.key < leaf.key:
+        return (value, "==", x)  # B == k.shape[0]: the earlier input on the left
+    return (x, "==", value)
+
+
+def _parts(r: _Rel, sizes: set[str]) -> tuple:
+    if r.op == "raw":
+        return (r.lhs, r.rop, r.rhs)
+    p = r.poly
+    pos = Poly({m: c for m, c in p.terms if m and c > 0})
+    neg = Poly({m: -c for m, c in p.terms if m and c < 0})
+    c = p.const
+    sym = {"ge": ">=", "eq": "==", "ne": "!="}[r.op]
+    if r.op == "ne" and c == 0 and not neg.terms and (a := pos.atom()) is not None and a.op in ("isfinite", "isint"):
+        return (pos,)
+    if not neg.terms:  # pos + c op 0  ->  pos op -c
+        return (pos, sym, pconst(-c))
+    if not pos.terms:  # -neg + c op 0  ->  neg op' c
+        return (neg, _MIRROR[sym], pconst(c))
+    if r.op == "ge" and c == -1:
+        c, sym = 0, ">"
+    if c > 0:  # a constant goes right: j <= i + 10
+        return (neg, _MIRROR[sym], padd(pos, pconst(c)))
+    if c < 0:
+        return (pos, sym, padd(neg, pconst(-c)))
+    if _first(neg, sizes) < _first(pos, sizes):
+        return (neg, _MIRROR[sym], pos)
+    return (pos, sym, neg)
