@@ -455,17 +455,21 @@ def patches() -> list[Patch]:
     from thunder.core.interpreter import _default_lookaside_map
 
     lookasides = jit_ext._general_jit_lookaside_map
+    is_contiguous = ltorch._torch_to_thunder_function_map[torch.Tensor.is_contiguous]
     return [
         *(patching.item(lookasides, fn, _builtin_lookaside(fn), "max/min/sum/sorted/all/math.prod are interpreted",
-               label=_LOOKASIDES) for fn in _PY_BUILTINS),
-        *(patching.item(lookasides, fn, _as_value_lookaside(fn, why, _str_fallback if fn is str else interpreter_needs_wrap(fn)),
-               "str/repr/format/hash see a number's value", label=_LOOKASIDES) for fn, why in _AS_VALUE.items()),
-        patching.item(lookasides, type, _type_lookaside(_default_lookaside_map[type]), "type() of a number is its Python type",
-             label=_LOOKASIDES),
-        attribute(ltorch._torch_to_thunder_function_map[torch.Tensor.is_contiguous], "meta", _is_contiguous_meta,
-                  "is_contiguous of an input is the argument's, checked", wrap=True, label=SYMBOL_METAS),
+                        label=_LOOKASIDES)
+          for fn in _PY_BUILTINS),
+        *(patching.item(lookasides, fn,
+                        _as_value_lookaside(fn, why, _str_fallback if fn is str else interpreter_needs_wrap(fn)),
+                        "str/repr/ascii/format/hash see a number's value", label=_LOOKASIDES)
+          for fn, why in _AS_VALUE.items()),
+        patching.item(lookasides, type, _type_lookaside(_default_lookaside_map[type]),
+                      "type() of a number is its Python type", label=_LOOKASIDES),
+        attribute(is_contiguous, "meta", _is_contiguous_meta, "is_contiguous of an input is the argument's, checked",
+                  wrap=True, label=SYMBOL_METAS),
         patching.item(jit_ext.general_jit_callbacks, INTERPRETER_CALLBACKS.WRAP_CALLBACK, _wrap_callback,
-             "the wrap callback also checks, by contents, values the trace reads from globals, closures and "
-             "modules (dtypes, enums, containers mutated in place, callable attributes); thunder checks none of them",
-             wrap=True, label="thunder.core.jit_ext.general_jit_callbacks"),
+                      "the wrap callback also checks, by contents, values the trace reads from globals, closures "
+                      "and modules (dtypes, enums, containers mutated in place, callable attributes); thunder checks "
+                      "none of them", wrap=True, label="thunder.core.jit_ext.general_jit_callbacks"),
     ]
