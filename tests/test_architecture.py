@@ -144,6 +144,22 @@ def test_metatrace_has_no_import_cycles():
     assert cycles == [], f"import cycles among metatrace modules: {cycles}"
 
 
+# Imports between subpackages that must not exist: interpret may import proxies, metas and guards;
+# proxies may import metas; metas (what runs inside a rewritten meta) imports none of them.
+FORBIDDEN_IMPORTS = {"metas": {"proxies", "interpret", "guards"}, "proxies": {"interpret", "guards"}}
+
+
+def test_subpackages_import_along_the_pipeline():
+    wrong = sorted(
+        (module, imported)
+        for module, edges in import_graph().items()
+        for imported in edges
+        if len(module.split(".")) > 2 and len(imported.split(".")) > 1
+        and imported.split(".")[1] in FORBIDDEN_IMPORTS.get(module.split(".")[1], ())
+    )
+    assert wrong == [], f"imports against the pipeline's direction: {wrong}"
+
+
 # ---------------------------------------------------------------------------------------------
 # The patch table: what metatrace changes in thunder, and that disable() undoes all of it
 # ---------------------------------------------------------------------------------------------
