@@ -287,11 +287,14 @@ def test_patch_undo_deletes_what_was_missing():
         patching.item(mapping, "b", 4, "a new item"),
         patching.member(members, 2, "a new member"),
         patching.member(members, 1, "a member already there"),
+        patching.attribute("metatrace.patching.Patch", "extra", 5, "a dotted path, resolved when applied"),
     ]
     undo = patching.apply(rows)
     assert (module.x, module.y, mapping, members) == (2, 2, {"a": 3, "b": 4}, {1, 2})
+    assert patching.Patch.extra == 5 and rows[-1].where == "metatrace.patching.Patch"
     patching.undo(undo)
     assert (module.x, hasattr(module, "y"), mapping, members) == (1, False, {"a": 1}, {1})
+    assert not hasattr(patching.Patch, "extra")
 
 
 def test_patch_table_lists_every_change_metatrace_makes(enable_disable_snapshots):

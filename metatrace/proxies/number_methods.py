@@ -68,10 +68,7 @@ def _decides_at_once(trace) -> bool:
 
 
 def _comparison(name: str, fn):
-    def comparison(original):
-        return _compare(name, fn, original)
-
-    return comparison
+    return lambda original: _compare(name, fn, original)
 
 
 def _compare(name: str, fn, original):
@@ -146,14 +143,8 @@ def _arithmetic_method(name: str, fn, swapped: bool, original):
         return original(self, other)
 
     arithmetic.__name__ = name
-    arithmetic.__wrapped__ = original  # (unfolded_times_one)
+    arithmetic.__wrapped__ = original  # thunder's, for metatrace.metas.torch_metas.unfolded_times_one
     return arithmetic
-
-
-def unfolded_times_one(n: IntegerProxy) -> IntegerProxy:
-    """``1 * n`` as thunder records it (a new number), bypassing the identity fold."""
-    rmul = NumberProxy.__dict__["__rmul__"]
-    return getattr(rmul, "__wrapped__", rmul)(n, 1)
 
 
 def _report_producer(bsym) -> None:
