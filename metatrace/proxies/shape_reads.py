@@ -24,9 +24,11 @@ extended incrementally and rebuilt when the scope was shortened or its tail repl
 (``recording.prune_unused`` rewrites a scope in place), so a removed producer is never counted
 as a definition.
 
-State: what a scope defines and what is pending there live on the trace (an attribute of thunder's
-``TraceCtx``), one entry per scope on its stack: an entry goes when a new scope finds its
-composite returned, and all of them with the trace.
+State: what a scope defines, the sizes pending there and the ``t.numel`` products computed there
+(``metatrace.proxies.numel``) live on the trace (an attribute of thunder's ``TraceCtx``), one entry
+per scope on its stack: a composite's entry goes when a later new scope finds the composite
+returned, the top level's when the trace is collected. No module-level state: nothing outlives
+the traces it was made for.
 """
 
 from __future__ import annotations
