@@ -12,26 +12,22 @@ from __future__ import annotations
 
 import functools
 
-_originals: dict = {}
+from metatrace.patching import Patch, attribute
 
 
-def install() -> None:
-    try:
-        from thunder.dynamo import ThunderCompiler
-    except ImportError:  # thunder without its dynamo integration: nothing to change
-        return
-    original = ThunderCompiler.__init__
-
+def _init(original):
     @functools.wraps(original)
     def __init__(self, **thunder_options):
         thunder_options.setdefault("cache", "symbolic values")
         original(self, **thunder_options)
 
-    _originals[ThunderCompiler] = original
-    ThunderCompiler.__init__ = __init__
+    return __init__
 
 
-def uninstall() -> None:
-    for cls, original in _originals.items():
-        cls.__init__ = original
-    _originals.clear()
+def patches() -> list[Patch]:
+    try:
+        from thunder.dynamo import ThunderCompiler
+    except ImportError:  # thunder without its dynamo integration: nothing to change
+        return []
+    return [attribute(ThunderCompiler, "__init__", _init,
+                      "ThunderFX without a cache option jits Dynamo's subgraphs under symbolic values", wrap=True)]

@@ -144,6 +144,22 @@ def test_metatrace_has_no_import_cycles():
     assert cycles == [], f"import cycles among metatrace modules: {cycles}"
 
 
+# Imports between subpackages that must not exist: interpret may import proxies, metas and guards;
+# proxies may import metas; metas (what runs inside a rewritten meta) imports none of them.
+FORBIDDEN_IMPORTS = {"metas": {"proxies", "interpret", "guards"}, "proxies": {"interpret", "guards"}}
+
+
+def test_subpackages_import_along_the_pipeline():
+    wrong = sorted(
+        (module, imported)
+        for module, edges in import_graph().items()
+        for imported in edges
+        if len(module.split(".")) > 2 and len(imported.split(".")) > 1
+        and imported.split(".")[1] in FORBIDDEN_IMPORTS.get(module.split(".")[1], ())
+    )
+    assert wrong == [], f"imports against the pipeline's direction: {wrong}"
+
+
 # ---------------------------------------------------------------------------------------------
 # The patch table: what metatrace changes in thunder, and that disable() undoes all of it
 # ---------------------------------------------------------------------------------------------
@@ -152,8 +168,8 @@ def test_metatrace_has_no_import_cycles():
 def thunder_snapshot() -> dict[tuple[str, str], tuple[str, object]]:
     """(where, name) -> what is there, for every global of every loaded thunder module, every
     attribute of every class they define, the items of every dict or set they hold, the op maps of
-    every executor, and the meta of every Symbol reachable from those. Labels as in
-    ``metatrace.install.PATCHES``."""
+    every executor, and the meta of every Symbol reachable from those. Labels as the Patch rows'
+    ``where`` (``metatrace.patching``)."""
     import sys
 
     from thunder.core.symbol import Symbol
@@ -214,21 +230,18 @@ def changed_locations(before: dict, after: dict) -> set[tuple[str, str]]:
     return out
 
 
-def _listed(location: tuple[str, str]) -> bool:
-    from fnmatch import fnmatchcase
-
-    from metatrace.install import PATCHES
-
+def _listed(location: tuple[str, str], rows) -> bool:
     target, name = location
-    return any(fnmatchcase(target, p.target) and name in p.names for p in PATCHES)
+    return any(p.where == target and p.name == name for p in rows)
 
 
 @pytest.fixture(scope="module")
 def enable_disable_snapshots():
-    """thunder before enable(), while enabled, and after disable()."""
+    """thunder before enable(), while enabled, and after disable(); the Patch rows enable() applied."""
     import warnings
 
     import metatrace
+    from metatrace.install import applied_patches
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -239,50 +252,70 @@ def enable_disable_snapshots():
     metatrace.enable()
     try:
         during = thunder_snapshot()
+        rows = applied_patches()
     finally:
         metatrace.disable()
     after = thunder_snapshot()
-    return before, during, after
+    return before, during, after, rows
 
 
 def test_snapshot_sees_a_patch():
-    import metatrace.proxies.clang_math
-    import thunder.clang as clang
+    from metatrace import patching
+    from metatrace.proxies import clang_math
 
     before = thunder_snapshot()
-    metatrace.proxies.clang_math.install()
+    undo = patching.apply(clang_math.patches())
     try:
         during = thunder_snapshot()
     finally:
-        metatrace.proxies.clang_math.uninstall()
+        patching.undo(undo)
     assert changed_locations(before, during) == {("thunder.clang", "math")}
+    assert changed_locations(before, thunder_snapshot()) == set()
+
+
+def test_patch_undo_deletes_what_was_missing():
+    import types
+
+    from metatrace import patching
+
+    module, mapping, members = types.ModuleType("m"), {"a": 1}, {1}
+    module.x = 1
+    rows = [
+        patching.attribute(module, "x", lambda x: x + 1, "a wrapper", wrap=True),
+        patching.attribute(module, "y", 2, "a new attribute"),
+        patching.item(mapping, "a", 3, "a replaced item"),
+        patching.item(mapping, "b", 4, "a new item"),
+        patching.member(members, 2, "a new member"),
+        patching.member(members, 1, "a member already there"),
+        patching.attribute("metatrace.patching.Patch", "extra", 5, "a dotted path, resolved when applied"),
+    ]
+    undo = patching.apply(rows)
+    assert (module.x, module.y, mapping, members) == (2, 2, {"a": 3, "b": 4}, {1, 2})
+    assert patching.Patch.extra == 5 and rows[-1].where == "metatrace.patching.Patch"
+    patching.undo(undo)
+    assert (module.x, hasattr(module, "y"), mapping, members) == (1, False, {"a": 1}, {1})
+    assert not hasattr(patching.Patch, "extra")
 
 
 def test_patch_table_lists_every_change_metatrace_makes(enable_disable_snapshots):
-    before, during, _ = enable_disable_snapshots
-    unlisted = sorted(loc for loc in changed_locations(before, during) if not _listed(loc))
-    assert unlisted == [], f"metatrace changes these thunder attributes without a row in install.PATCHES: {unlisted}"
+    before, during, _, rows = enable_disable_snapshots
+    unlisted = sorted(loc for loc in changed_locations(before, during) if not _listed(loc, rows))
+    assert unlisted == [], f"metatrace changes these thunder attributes without a Patch row: {unlisted}"
 
 
 def test_every_patch_table_row_is_applied(enable_disable_snapshots):
-    from fnmatch import fnmatchcase
-
-    from metatrace.install import PATCHES
-
-    before, during, _ = enable_disable_snapshots
+    before, during, _, rows = enable_disable_snapshots
     changed = changed_locations(before, during)
-    stale = [
-        (p.target, name) for p in PATCHES for name in p.names
-        if not any(fnmatchcase(target, p.target) and n == name for target, n in changed)
-    ]
-    assert stale == [], f"rows of install.PATCHES that enable() does not change: {stale}"
+    # rows labelled metatrace.* change metatrace's own state (the registered operators' symbols)
+    stale = sorted({(p.where, p.name) for p in rows if not p.where.startswith("metatrace.")} - changed)
+    assert stale == [], f"Patch rows that enable() does not change: {stale}"
 
 
 def test_disable_restores_every_patched_attribute(enable_disable_snapshots):
-    before, _, after = enable_disable_snapshots
-    assert sorted(loc for loc in changed_locations(before, after) if _listed(loc)) == []
+    before, _, after, rows = enable_disable_snapshots
+    assert sorted(loc for loc in changed_locations(before, after) if _listed(loc, rows)) == []
 
 
 def test_disable_leaves_nothing_else_changed_in_thunder(enable_disable_snapshots):
-    before, _, after = enable_disable_snapshots
+    before, _, after, _ = enable_disable_snapshots
     assert sorted(changed_locations(before, after)) == []

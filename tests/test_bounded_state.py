@@ -87,3 +87,51 @@ def test_a_live_function_keeps_its_guards(enabled):
     gc.collect()
     jf(a, 2, "mode")  # n <= 3: the entry's guard program must still run and reject the call
     assert len(thunder.compile_stats(jf).interpreter_cache) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-trace state dies with its trace
+# ---------------------------------------------------------------------------------------------
+
+DROPPED = 25
+
+
+def small(a, b):
+    # composites that read shapes (broadcasting, reshape's ``a.numel``) and a size in user code
+    return (a + b).reshape(-1).sum() * a.shape[0]
+
+
+def _compile_and_drop(i: int) -> None:
+    jf = thunder.jit(small, cache="symbolic values")
+    jf(torch.randn(2 + i % 3, 3), torch.randn(3))
+    del jf
+
+
+def _metatrace_bytes(snapshot) -> int:
+    import os
+    import tracemalloc
+
+    import metatrace
+
+    own = tracemalloc.Filter(True, os.path.join(os.path.dirname(metatrace.__file__), "*"))
+    return sum(stat.size for stat in snapshot.filter_traces([own]).statistics("filename"))
+
+
+def test_compiled_and_dropped_functions_leave_no_metatrace_state(enabled):
+    import tracemalloc
+
+    for i in range(2):  # warm-up: caches of the first compile (loaded metas, lazily built tables)
+        _compile_and_drop(i)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = _metatrace_bytes(tracemalloc.take_snapshot())
+        for i in range(DROPPED):
+            _compile_and_drop(i)
+        gc.collect()
+        after = _metatrace_bytes(tracemalloc.take_snapshot())
+    finally:
+        tracemalloc.stop()
+    per_function = (after - before) / DROPPED
+    assert per_function < 200, f"metatrace keeps {per_function:.0f} bytes per compiled-and-dropped function"

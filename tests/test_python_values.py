@@ -278,6 +278,7 @@ NUMBER_CASES = {
     "int equals float beyond 2**53": (lambda x, n: float(n) == n, [2**53 + 1, 3, 2**53]),
     "int below float": (lambda x, n: n < 2.5, [2, 3, 2**60]),
     "bit operations": (lambda x, n: (x * (n & 3), x * (n | 1), x * (n ^ 1), x * (~n), x * (n << 1), x * (n >> 1)), [5, 6, -3]),
+    "reflected shifts": (lambda x, n: (x * (64 >> n), x * (1 << n)), [1, 2, 0]),
     "float floor division": (lambda x, n: (n // 2, divmod(n, 2)), [2.0, 2.5, -3.5]),
 }
 

@@ -22,7 +22,7 @@ import thunder
 from thunder.core.proxies import NumberProxy
 
 from metatrace.checker import check_trace
-from metatrace.proxies.shape_reads import _ScopeIndex
+from metatrace.proxies.shape_reads import ScopeState
 
 
 def _all_traces(jf) -> list:
@@ -148,7 +148,7 @@ class _Bsym:
 
 def test_scope_index_extends_incrementally():
     scope = [_Bsym("a")]
-    index = _ScopeIndex(scope)
+    index = ScopeState(scope)
     assert index.defined() == {"a"}
     scope.append(_Bsym("b", "c"))
     assert index.defined() == {"a", "b", "c"}
@@ -156,7 +156,7 @@ def test_scope_index_extends_incrementally():
 
 def test_scope_index_forgets_outputs_of_a_shortened_scope():
     scope = [_Bsym("a"), _Bsym("b")]
-    index = _ScopeIndex(scope)
+    index = ScopeState(scope)
     index.defined()
     scope[:] = [scope[0]]  # recording.prune_unused rewrites a scope in place
     assert index.defined() == {"a"}
@@ -164,7 +164,7 @@ def test_scope_index_forgets_outputs_of_a_shortened_scope():
 
 def test_scope_index_forgets_outputs_of_a_replaced_tail():
     scope = [_Bsym("a"), _Bsym("b")]
-    index = _ScopeIndex(scope)
+    index = ScopeState(scope)
     index.defined()
     scope[:] = [scope[0], _Bsym("c")]  # same length, another last bound symbol
     assert index.defined() == {"a", "c"}

@@ -29,11 +29,9 @@ from metatrace.guards.registry import PROGRAMS
 from thunder.core.proxies import NumberProxy, TensorProxy
 
 from metatrace.guards.simplify import simplify
+from metatrace.patching import Patch, attribute
 
 logger = logging.getLogger("metatrace.guards.collect")
-
-_original = autodiff.grad_transform_on_trace
-
 
 def _compile_stats():
     try:
@@ -66,25 +64,28 @@ def add_deferred_program(
     ctx.add_constraint((ProgramConstraint(program_id), *leaves))
 
 
-@functools.wraps(_original)
-def grad_transform_on_trace(trace, /, *args, **kwargs):
-    cs = _compile_stats()
-    pending = getattr(cs, "_metatrace_pending_grad", None) if cs is not None else None
-    if pending is None:
-        return _original(trace, *args, **kwargs)
-    cs._metatrace_pending_grad = None
-    program_id, leaves, renamed, shown, sizes, forward_texts = pending
-    collector = GuardCollector()
-    token = concretizations.COLLECTOR.set(collector)
-    recording = INTERPRETING.set(True)
-    try:
-        result = _original(trace, *args, **kwargs)
-    finally:
-        INTERPRETING.reset(recording)
-        concretizations.COLLECTOR.reset(token)
-    if collector.guards:
-        PROGRAMS[program_id] = _program(program_id, collector, leaves, renamed, shown, sizes, forward_texts, [trace, result])
-    return hoist_size_producers(result)
+def _grad_transform_on_trace(original):
+    @functools.wraps(original)
+    def grad_transform_on_trace(trace, /, *args, **kwargs):
+        cs = _compile_stats()
+        pending = getattr(cs, "_metatrace_pending_grad", None) if cs is not None else None
+        if pending is None:
+            return original(trace, *args, **kwargs)
+        cs._metatrace_pending_grad = None
+        program_id, leaves, renamed, shown, sizes, forward_texts = pending
+        collector = GuardCollector()
+        token = concretizations.COLLECTOR.set(collector)
+        recording = INTERPRETING.set(True)
+        try:
+            result = original(trace, *args, **kwargs)
+        finally:
+            INTERPRETING.reset(recording)
+            concretizations.COLLECTOR.reset(token)
+        if collector.guards:
+            PROGRAMS[program_id] = _program(program_id, collector, leaves, renamed, shown, sizes, forward_texts, [trace, result])
+        return hoist_size_producers(result)
+
+    return grad_transform_on_trace
 
 
 def _program(program_id, collector, leaves, renamed, shown, sizes, forward_texts, traces) -> GuardProgram:
@@ -123,9 +124,7 @@ def _program(program_id, collector, leaves, renamed, shown, sizes, forward_texts
     return GuardProgram(program_id, checked, texts, leaves, producers, leaf_names=renamed)
 
 
-def install() -> None:
-    autodiff.grad_transform_on_trace = grad_transform_on_trace
-
-
-def uninstall() -> None:
-    autodiff.grad_transform_on_trace = _original
+def patches() -> list[Patch]:
+    return [attribute(autodiff, "grad_transform_on_trace", _grad_transform_on_trace,
+                      "decisions of autograd rules become a second guard program (the prologue is built before them)",
+                      wrap=True)]

@@ -12,25 +12,23 @@ import inspect
 import thunder.core.transforms as transforms
 from thunder.core.langctxs import Languages, langctx
 
+from metatrace.patching import Patch, item
 
-def install(rules: dict) -> list:
-    """Swaps in the rewritten rules; returns what ``uninstall`` needs."""
-    undo = []
+
+def patches(rules: dict) -> list[Patch]:
+    """A row per registry entry whose rule was rewritten (``rules``: qualname -> rewritten function)."""
+    rows = []
     registries = (
-        (transforms._grad_fn_map, lambda fn: langctx(Languages.TORCH)(fn)),
-        (transforms.augmented_forward_impls, lambda fn: fn),
-        (transforms.backward_impls, lambda fn: fn),
+        (transforms._grad_fn_map, "_grad_fn_map", lambda fn: langctx(Languages.TORCH)(fn)),
+        (transforms.augmented_forward_impls, "augmented_forward_impls", lambda fn: fn),
+        (transforms.backward_impls, "backward_impls", lambda fn: fn),
     )
-    for registry, wrap in registries:
+    for registry, name, wrap in registries:
         for key, fn in list(registry.items()):
             raw = inspect.unwrap(fn)
             rewritten = rules.get(getattr(raw, "__qualname__", None))
             if rewritten is not None and getattr(raw, "__module__", None) == transforms.__name__:
-                undo.append((registry, key, fn))
-                registry[key] = wrap(rewritten)
-    return undo
-
-
-def uninstall(undo: list) -> None:
-    for registry, key, fn in reversed(undo):
-        registry[key] = fn
+                rows.append(item(registry, key, wrap(rewritten),
+                                 "an autograd rule that converts sizes with int() keeps them symbolic (rewritten by the codegen)",
+                                 label=f"thunder.core.transforms.{name}"))
+    return rows

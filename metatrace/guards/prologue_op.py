@@ -14,6 +14,7 @@ from metatrace.guards import registry
 from metatrace.guards.program import check_guards
 from metatrace.guards.registry import guard_symbol, structure_symbol  # noqa: F401  (where callers look for them)
 from metatrace.guards.structure import check_structure
+from metatrace.patching import Patch, item
 
 NAME = "metatrace_guards"
 STRUCTURE_NAME = "metatrace_structure"
@@ -27,20 +28,28 @@ def _structure_meta(structure_id: str, value, *aliased) -> None:
     return None
 
 
-def register() -> None:
+def _operator(name: str, meta, fn):
+    def register(previous):
+        from thunder.executors.pythonex import ex
+
+        assert previous is None, f"{name} is already registered on the python executor"
+        # register_operator stores the new symbol in ex.opmap itself; the row stores the same object
+        return ex.register_operator(name, meta=meta, fn=fn, tags=[OpTags.DONT_DCE])
+
+    return register
+
+
+def patches() -> list[Patch]:
     from thunder.executors.pythonex import ex
 
-    for name in (NAME, STRUCTURE_NAME):
-        assert name not in ex.opmap, f"{name} is already registered on the python executor"
-    registry.set_symbols(
-        ex.register_operator(NAME, meta=_meta, fn=check_guards, tags=[OpTags.DONT_DCE]),
-        ex.register_operator(STRUCTURE_NAME, meta=_structure_meta, fn=check_structure, tags=[OpTags.DONT_DCE]),
-    )
-
-
-def unregister() -> None:
-    from thunder.executors.pythonex import ex
-
-    ex.opmap.pop(NAME, None)
-    ex.opmap.pop(STRUCTURE_NAME, None)
-    registry.set_symbols(None, None)
+    why = "the prologue operators metatrace_guards/metatrace_structure"
+    opmap = "executor python.opmap"
+    return [
+        item(ex.opmap, NAME, _operator(NAME, _meta, check_guards), why, wrap=True, label=opmap),
+        item(ex.opmap, STRUCTURE_NAME, _operator(STRUCTURE_NAME, _structure_meta, check_structure), why, wrap=True,
+             label=opmap),
+        # where the prologue builder finds them (None while disabled)
+        item(registry._symbols, "guards", lambda _: ex.opmap[NAME], why, wrap=True, label="metatrace.guards.registry"),
+        item(registry._symbols, "structure", lambda _: ex.opmap[STRUCTURE_NAME], why, wrap=True,
+             label="metatrace.guards.registry"),
+    ]

@@ -138,7 +138,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict) -> list[str
         ctx.add_constraint((StructureConstraint(structure_id), proxy))
         texts.append(f"structure of {where}: {EXPECTED[structure_id]}")
     if symbolic:
-        # numbers read from globals, closures and objects (metatrace.proxies.python_semantics.note_number_leaf)
+        # numbers read from globals, closures and objects (metatrace.interpret.value_proxies.note_number_leaf)
         numbers += [(p, type(p.value)) for p in getattr(ctx, "_metatrace_number_leaves", {}).values()]
     if numbers:
         # One check for the types of all number arguments (and other number inputs).

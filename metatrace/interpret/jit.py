@@ -24,55 +24,57 @@ from metatrace.grad.deferred_guards import add_deferred_program
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.program import add_prologue_constraints
 from metatrace.guards.structure import add_structure_constraints
+from metatrace.patching import Patch, attribute
 
-_original_jit_ctx = jit_ext.jit_ctx
-_original_propagate = jit_ext.propagate_constraints
-_original_interpret = jit_ext.interpret
+def _interpret(original):
+    def interpret(fn, *args, **kwargs):
+        """thunder's interpreter, remembering the call's arguments on the jit context (for the
+        structure guards of the prologue)."""
+        jfn = original(fn, *args, **kwargs)
+
+        @functools.wraps(jfn)
+        def remembering(*call_args, **call_kwargs):
+            try:
+                ctx = jit_ext.get_jit_ctx()
+                ctx._metatrace_call = (call_args, call_kwargs)
+                ctx._metatrace_fn = fn
+                if concretizations.COLLECTOR.get() is not None:
+                    check_defaults(ctx, fn)
+            except LookupError:
+                pass
+            try:
+                return jfn(*call_args, **call_kwargs)
+            finally:
+                remembering._last_interpreter_log = getattr(jfn, "_last_interpreter_log", None)
+
+        return remembering
+
+    return interpret
 
 
-def interpret(fn, *args, **kwargs):
-    """thunder's interpreter, remembering the call's arguments on the jit context (for the
-    structure guards of the prologue)."""
-    jfn = _original_interpret(fn, *args, **kwargs)
-
-    @functools.wraps(jfn)
-    def remembering(*call_args, **call_kwargs):
+def _jit_ctx(original):
+    @contextlib.contextmanager
+    def jit_ctx(ctx):
+        if not using_symbolic_values():
+            ctx._metatrace_guards = None
+            with original(ctx):
+                yield
+            return
+        collector = getattr(ctx, "_metatrace_guards", None)
+        if collector is None:
+            log_miss()  # a new trace under an existing function: say why its entries were rejected
+            collector = GuardCollector()
+            ctx._metatrace_guards = collector
+        token = concretizations.COLLECTOR.set(collector)
+        interpreting = INTERPRETING.set(True)
         try:
-            ctx = jit_ext.get_jit_ctx()
-            ctx._metatrace_call = (call_args, call_kwargs)
-            ctx._metatrace_fn = fn
-            if concretizations.COLLECTOR.get() is not None:
-                check_defaults(ctx, fn)
-        except LookupError:
-            pass
-        try:
-            return jfn(*call_args, **call_kwargs)
+            with original(ctx):
+                yield
         finally:
-            remembering._last_interpreter_log = getattr(jfn, "_last_interpreter_log", None)
+            INTERPRETING.reset(interpreting)
+            concretizations.COLLECTOR.reset(token)
 
-    return remembering
-
-
-@contextlib.contextmanager
-def jit_ctx(ctx):
-    if not using_symbolic_values():
-        ctx._metatrace_guards = None
-        with _original_jit_ctx(ctx):
-            yield
-        return
-    collector = getattr(ctx, "_metatrace_guards", None)
-    if collector is None:
-        log_miss()  # a new trace under an existing function: say why its entries were rejected
-        collector = GuardCollector()
-        ctx._metatrace_guards = collector
-    token = concretizations.COLLECTOR.set(collector)
-    interpreting = INTERPRETING.set(True)
-    try:
-        with _original_jit_ctx(ctx):
-            yield
-    finally:
-        INTERPRETING.reset(interpreting)
-        concretizations.COLLECTOR.reset(token)
+    return jit_ctx
 
 
 def check_defaults(ctx, fn) -> None:
@@ -97,18 +99,21 @@ def check_defaults(ctx, fn) -> None:
             add_value_check(ctx, history, value, "defaults are bound as constants", source=f"{fn.__name__}.{attr}")
 
 
-def propagate_constraints(ctx, inputs, intermediates, computation_trace):
-    _original_propagate(ctx, inputs, intermediates, computation_trace)
-    call = getattr(ctx, "_metatrace_call", None)
-    if call is not None:
-        add_structure_constraints(ctx, computation_trace, *call)
-    collector = getattr(ctx, "_metatrace_guards", None)
-    if collector is not None:
-        names = input_names(ctx, inputs)
-        forward_texts = add_prologue_constraints(ctx, inputs, computation_trace, collector, names)
-        add_deferred_program(
-            ctx, inputs, {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}, names, forward_texts
-        )
+def _propagate_constraints(original):
+    def propagate_constraints(ctx, inputs, intermediates, computation_trace):
+        original(ctx, inputs, intermediates, computation_trace)
+        call = getattr(ctx, "_metatrace_call", None)
+        if call is not None:
+            add_structure_constraints(ctx, computation_trace, *call)
+        collector = getattr(ctx, "_metatrace_guards", None)
+        if collector is not None:
+            names = input_names(ctx, inputs)
+            forward_texts = add_prologue_constraints(ctx, inputs, computation_trace, collector, names)
+            add_deferred_program(
+                ctx, inputs, {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}, names, forward_texts
+            )
+
+    return propagate_constraints
 
 
 def input_names(ctx, inputs) -> dict[str, str]:
@@ -165,13 +170,13 @@ def _history_text(history, depth: int = 0, parameters: list[str] | None = None) 
     return None
 
 
-def install() -> None:
-    jit_ext.jit_ctx = jit_ctx
-    jit_ext.propagate_constraints = propagate_constraints
-    jit_ext.interpret = interpret
-
-
-def uninstall() -> None:
-    jit_ext.jit_ctx = _original_jit_ctx
-    jit_ext.propagate_constraints = _original_propagate
-    jit_ext.interpret = _original_interpret
+def patches() -> list[Patch]:
+    return [
+        attribute(jit_ext, "jit_ctx", _jit_ctx,
+                  "a guard collector and the recorder are live while thunder interprets the function", wrap=True),
+        attribute(jit_ext, "propagate_constraints", _propagate_constraints,
+                  "the prologue gets metatrace's guard program and structure checks besides thunder's constraints",
+                  wrap=True),
+        attribute(jit_ext, "interpret", _interpret, "the call's arguments are remembered for the structure guards",
+                  wrap=True),
+    ]

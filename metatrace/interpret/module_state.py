@@ -13,7 +13,7 @@ made static the same way thunder's constant-values cache does it (``CONSTRAINT.S
 prologue checks the value), as PyTorch's dynamo specializes on module attributes: they are
 configuration, not inputs, and as symbols they only hide constants from metas and executors.
 
-Every value goes through ``metatrace.proxies.python_semantics.proxify_static`` first: strings (arguments and module
+Every value goes through ``metatrace.interpret.value_proxies.proxify_static`` first: strings (arguments and module
 attributes alike) stay static, slices get symbolic numbers.
 """
 
@@ -28,10 +28,9 @@ import torch
 from thunder.core.interpreter import PseudoInst
 from thunder.core.proxies import CONSTRAINT, NumberProxy, ProvenanceRecord
 
-from metatrace.proxies import python_semantics
+from metatrace.patching import Patch, attribute
+from metatrace.interpret import value_proxies
 
-_original_tensorproxy = proxies.tensorproxy
-_original_proxify = jit_ext.JitCtx.proxify
 _MODULE_STATE_ATTRS = frozenset({"_parameters", "_buffers"})
 
 
@@ -61,12 +60,15 @@ def _integer_shapes():
         proxies.using_symbolic_values = original
 
 
-@functools.wraps(_original_tensorproxy)
-def tensorproxy(t, /, *, name, history=None):
-    if proxies.using_symbolic_values() and is_module_state(t, history):
-        with _integer_shapes():
-            return _original_tensorproxy(t, name=name, history=history)
-    return _original_tensorproxy(t, name=name, history=history)
+def _tensorproxy(original):
+    @functools.wraps(original)
+    def tensorproxy(t, /, *, name, history=None):
+        if proxies.using_symbolic_values() and is_module_state(t, history):
+            with _integer_shapes():
+                return original(t, name=name, history=history)
+        return original(t, name=name, history=history)
+
+    return tensorproxy
 
 
 def read_from_module(history) -> bool:
@@ -81,32 +83,32 @@ def read_from_module(history) -> bool:
     )
 
 
-@functools.wraps(_original_proxify)
-def proxify(self, value):
-    # Strings are static and slices keep symbolic numbers (metatrace.proxies.python_semantics); the rest is thunder's.
-    p = python_semantics.proxify_static(self, value)
-    if p is not python_semantics.NOT_HANDLED:
-        if type(p) is slice and read_from_module(value.provenance):
-            for part in (p.start, p.stop, p.step):
-                if isinstance(part, NumberProxy):
-                    part.constraint = CONSTRAINT.STATIC  # a module's slice is configuration too
+def _proxify(original):
+    @functools.wraps(original)
+    def proxify(self, value):
+        # Strings are static and slices keep symbolic numbers (metatrace.interpret.value_proxies); the rest is thunder's.
+        p = value_proxies.proxify_static(self, value)
+        if p is not value_proxies.NOT_HANDLED:
+            if type(p) is slice and read_from_module(value.provenance):
+                for part in (p.start, p.stop, p.step):
+                    if isinstance(part, NumberProxy):
+                        part.constraint = CONSTRAINT.STATIC  # a module's slice is configuration too
+            return p
+        p = original(self, value)
+        if isinstance(p, NumberProxy) and proxies.using_symbolic_values() and read_from_module(value.provenance):
+            # (checked by thunder when the computation takes it as an input, by metatrace.guards.program
+            # when a decision or a baked value depends on it)
+            p.constraint = CONSTRAINT.STATIC
+        value_proxies.note_number_leaf(self, value, p)  # its type is checked in the prologue (metatrace.guards.structure)
         return p
-    p = _original_proxify(self, value)
-    if isinstance(p, NumberProxy) and proxies.using_symbolic_values() and read_from_module(value.provenance):
-        # (checked by thunder when the computation takes it as an input, by metatrace.guards.program
-        # when a decision or a baked value depends on it)
-        p.constraint = CONSTRAINT.STATIC
-    python_semantics.note_number_leaf(self, value, p)  # its type is checked in the prologue (metatrace.guards.structure)
-    return p
+
+    return proxify
 
 
-def install() -> None:
-    proxies.tensorproxy = tensorproxy
-    jit_ext.JitCtx.proxify = proxify
-    python_semantics.install()
-
-
-def uninstall() -> None:
-    proxies.tensorproxy = _original_tensorproxy
-    jit_ext.JitCtx.proxify = _original_proxify
-    python_semantics.uninstall()
+def patches() -> list[Patch]:
+    return [
+        attribute(proxies, "tensorproxy", _tensorproxy,
+                  "module state (parameters, buffers) is proxied with integer shapes", wrap=True),
+        attribute(jit_ext.JitCtx, "proxify", _proxify,
+                  "module attributes are static, strings static, slices keep symbolic numbers", wrap=True),
+    ]

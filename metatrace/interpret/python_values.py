@@ -28,7 +28,6 @@ import enum
 import functools
 import math
 import types
-from typing import Any
 
 import thunder.core.jit_ext as jit_ext
 import torch
@@ -45,6 +44,8 @@ from thunder.core.interpreter import (
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
 from metatrace.metas import concretizations
+from metatrace import patching
+from metatrace.patching import SYMBOL_METAS, Patch, attribute
 from metatrace.guards.registry import EXPECTED, new_id
 from metatrace.guards.value_checks import (
     CONTAINER_TYPES,
@@ -59,8 +60,6 @@ from metatrace.guards.value_checks import (
 # guards); longer ones are checked by contents in one prologue operation.
 INTERPRET_LIMIT = 64
 
-_originals: dict[Any, Any] = {}
-_MISSING = object()  # a lookaside map had no entry for the key before install
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,13 +257,18 @@ def _package_dir(module) -> str:
 _OWN_CODE = (_package_dir(__import__("thunder")), _package_dir(__import__("metatrace")))
 
 
-def _type_lookaside(*args, **kwargs):
-    if len(args) == 1 and not kwargs and isinstance(args[0].value, NumberProxy) and not _called_from_thunder():
-        python_type = getattr(args[0].value, "python_type", None)
-        if python_type in (bool, int, float, complex):
-            pr = ProvenanceRecord(PseudoInst.OPAQUE, inputs=[wrap_const(type).provenance, args[0].provenance])
-            return wrap(python_type, provenance=pr)
-    return _originals["type"](*args, **kwargs)
+def _type_lookaside(default):
+    """``default``: the interpreter's own lookaside for ``type``."""
+
+    def type_lookaside(*args, **kwargs):
+        if len(args) == 1 and not kwargs and isinstance(args[0].value, NumberProxy) and not _called_from_thunder():
+            python_type = getattr(args[0].value, "python_type", None)
+            if python_type in (bool, int, float, complex):
+                pr = ProvenanceRecord(PseudoInst.OPAQUE, inputs=[wrap_const(type).provenance, args[0].provenance])
+                return wrap(python_type, provenance=pr)
+        return default(*args, **kwargs)
+
+    return type_lookaside
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,18 +395,21 @@ def _rooted_in_prologue(pr: ProvenanceRecord) -> bool:
         return False
 
 
-def _wrap_callback(value: WrappedValue):
-    res = _originals["wrap_callback"](value)
-    if isinstance(value.value, types.ModuleType):
-        value.provenance.ext_flag |= _EXT_FLAG_PYTHON_MODULE
-        return res
-    if concretizations.COLLECTOR.get() is not None and needs_value_check(value):
-        try:
-            ctx = jit_ext.get_jit_ctx()
-        except LookupError:
+def _wrap_callback(original):
+    def wrap_callback(value: WrappedValue):
+        res = original(value)
+        if isinstance(value.value, types.ModuleType):
+            value.provenance.ext_flag |= _EXT_FLAG_PYTHON_MODULE
             return res
-        add_value_check(ctx, value.provenance, value.value, "read by the trace")
-    return res
+        if concretizations.COLLECTOR.get() is not None and needs_value_check(value):
+            try:
+                ctx = jit_ext.get_jit_ctx()
+            except LookupError:
+                return res
+            add_value_check(ctx, value.provenance, value.value, "read by the trace")
+        return res
+
+    return wrap_callback
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,51 +443,33 @@ def _is_contiguous_meta(original):
 
 
 # ---------------------------------------------------------------------------------------------
-# install / uninstall
+# The patches
 # ---------------------------------------------------------------------------------------------
 
 _AS_VALUE = {str: "str()", repr: "repr()", ascii: "ascii()", format: "format()", hash: "hash()"}
+_LOOKASIDES = "thunder.core.jit_ext._general_jit_lookaside_map"
 
 
-def install() -> None:
-    if _originals:
-        return
-    lookasides = jit_ext._general_jit_lookaside_map
-    for fn in (*_PY_BUILTINS, *_AS_VALUE, type):
-        _originals[fn] = lookasides.get(fn, _MISSING)
-    for fn in _PY_BUILTINS:
-        lookasides[fn] = _builtin_lookaside(fn)
-    for fn, why in _AS_VALUE.items():
-        fallback = _str_fallback if fn is str else interpreter_needs_wrap(fn)
-        lookasides[fn] = _as_value_lookaside(fn, why, fallback)
+def patches() -> list[Patch]:
+    import thunder.torch as ltorch
     from thunder.core.interpreter import _default_lookaside_map
 
-    _originals["type"] = _default_lookaside_map[type]
-    lookasides[type] = _type_lookaside
-    sym = _is_contiguous_symbol()
-    _originals["is_contiguous_meta"] = sym.meta
-    object.__setattr__(sym, "meta", _is_contiguous_meta(sym.meta))
-    callbacks = jit_ext.general_jit_callbacks
-    _originals["wrap_callback"] = callbacks[INTERPRETER_CALLBACKS.WRAP_CALLBACK]
-    callbacks[INTERPRETER_CALLBACKS.WRAP_CALLBACK] = _wrap_callback
-
-
-def _is_contiguous_symbol():
-    import thunder.torch as ltorch
-
-    return ltorch._torch_to_thunder_function_map[torch.Tensor.is_contiguous]
-
-
-def uninstall() -> None:
-    if not _originals:
-        return
     lookasides = jit_ext._general_jit_lookaside_map
-    for fn in (*_PY_BUILTINS, *_AS_VALUE, type):
-        original = _originals.get(fn, _MISSING)
-        if original is _MISSING:
-            lookasides.pop(fn, None)
-        else:
-            lookasides[fn] = original
-    jit_ext.general_jit_callbacks[INTERPRETER_CALLBACKS.WRAP_CALLBACK] = _originals["wrap_callback"]
-    object.__setattr__(_is_contiguous_symbol(), "meta", _originals["is_contiguous_meta"])
-    _originals.clear()
+    is_contiguous = ltorch._torch_to_thunder_function_map[torch.Tensor.is_contiguous]
+    return [
+        *(patching.item(lookasides, fn, _builtin_lookaside(fn), "max/min/sum/sorted/all/math.prod are interpreted",
+                        label=_LOOKASIDES)
+          for fn in _PY_BUILTINS),
+        *(patching.item(lookasides, fn,
+                        _as_value_lookaside(fn, why, _str_fallback if fn is str else interpreter_needs_wrap(fn)),
+                        "str/repr/ascii/format/hash see a number's value", label=_LOOKASIDES)
+          for fn, why in _AS_VALUE.items()),
+        patching.item(lookasides, type, _type_lookaside(_default_lookaside_map[type]),
+                      "type() of a number is its Python type", label=_LOOKASIDES),
+        attribute(is_contiguous, "meta", _is_contiguous_meta, "is_contiguous of an input is the argument's, checked",
+                  wrap=True, label=SYMBOL_METAS),
+        patching.item(jit_ext.general_jit_callbacks, INTERPRETER_CALLBACKS.WRAP_CALLBACK, _wrap_callback,
+                      "the wrap callback also checks, by contents, values the trace reads from globals, closures "
+                      "and modules (dtypes, enums, containers mutated in place, callable attributes); thunder checks "
+                      "none of them", wrap=True, label="thunder.core.jit_ext.general_jit_callbacks"),
+    ]

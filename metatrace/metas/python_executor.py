@@ -5,7 +5,7 @@ thunder's python executor runs ``prims.add``/``prims.sub``/... on numbers, but n
 ``bitwise_not``. They are registered on enable, for numbers only, and removed on disable.
 
 Also registered: operators with Python's exact number semantics (``math.floor``, ``round``,
-``int ** int``, ``where`` on three numbers), which ``metatrace.proxies.python_semantics`` routes NumberProxy's
+``int ** int``, ``where`` on three numbers), which ``metatrace.proxies.number_semantics`` routes NumberProxy's
 dunders to; see below.
 """
 
@@ -23,52 +23,51 @@ from metatrace.metas.number_ops import number_type, number_value  # noqa: F401  
 # (prim, operator name, implementation) for the number prims thunder's python executor does not
 # run on numbers: the rows of metatrace.metas.number_ops that name an ``impl``.
 _IMPLS = tuple((getattr(prims, row.name), row.impl, row.evaluate) for row in number_ops.PRIM_OPS if row.impl)
-
-
-_NONDIFF = "nondifferentiable"  # an undo entry: a symbol id added to nondifferentiable_vjp_symbols
+from metatrace.patching import Patch, item, member
 
 
 def _numbers_only(*args) -> bool:
     return all(isinstance(a, (Number, NumberProxy)) for a in args)
 
 
-def register() -> list:
-    """Registers the implementations; returns what ``unregister`` needs to undo it exactly."""
-    from thunder.executors.pythonex import ex
+def _operator(name: str, **kwargs):
+    def register(previous):
+        from thunder.executors.pythonex import ex
 
-    undo = []
+        # register_operator stores the new symbol in ex.opmap itself; the row stores the same object
+        return ex.register_operator(name, **kwargs)
+
+    return register
+
+
+def patches() -> list[Patch]:
+    """Registers the implementations and the Python-semantics operators while enabled."""
+    from thunder.executors.pythonex import ex
+    from thunder.extend import ImplInfo
+
+    opmap, implmap = "executor python.opmap", "executor python.implmap"
+    nondiff = "thunder.core.transforms.nondifferentiable_vjp_symbols"
+    rows = []
     for sym, name, fn in _IMPLS:
-        previous = ex.implmap.get(sym.id)
-        op = ex.register_operator(name, like=sym, fn=fn)
-        ex.register_implementation(sym, op, checker=_numbers_only)
-        undo.append((sym.id, name, previous))
-    for op_name in register_python_semantics():
-        undo.append((None, op_name, None))
-    if prims.PrimIDs.PY_FLOORDIV not in nondifferentiable_vjp_symbols:
-        # Python's ``//`` on numbers (metatrace.proxies.python_semantics sends float ``a // b`` to it): piecewise
-        # constant like floor, which thunder lists; without this the grad transform finds no rule.
-        nondifferentiable_vjp_symbols.add(prims.PrimIDs.PY_FLOORDIV)
-        undo.append((_NONDIFF, prims.PrimIDs.PY_FLOORDIV, None))
-    return undo
-
-
-def unregister(undo: list) -> None:
-    from thunder.executors.pythonex import ex
-
-    for sym_id, name, previous in reversed(undo):
-        if sym_id is _NONDIFF:
-            nondifferentiable_vjp_symbols.discard(name)
-            continue
-        ex.opmap.pop(name, None)
-        if sym_id is None:  # an operator of its own (Python number semantics)
-            sym = _py_symbols.get(name[len("metatrace_py_"):])
-            if sym is not None:
-                nondifferentiable_vjp_symbols.discard(sym.id)
-        elif previous is None:
-            ex.implmap.pop(sym_id, None)
-        else:
-            ex.implmap[sym_id] = previous
-    _py_symbols.clear()
+        rows.append(item(ex.opmap, name, _operator(name, like=sym, fn=fn), "number prims the prologue replays",
+                         wrap=True, label=opmap))
+        rows.append(item(ex.implmap, sym.id, lambda _, name=name: ImplInfo(symbol=ex.opmap[name], checker=_numbers_only),
+                         "python implementations of the recorded number prims", wrap=True, label=implmap))
+    for name, (fn, _) in _PY_OPS.items():
+        op_name = f"metatrace_py_{name}"
+        rows += [
+            item(ex.opmap, op_name, _operator(op_name, meta=_py_meta(name), fn=fn), "Python number semantics",
+                 wrap=True, label=opmap),
+            item(_py_symbols, name, lambda _, op_name=op_name: ex.opmap[op_name], "(py_op finds it)", wrap=True,
+                 label="metatrace.metas.python_executor"),
+            # Numbers carry no gradient: the grad transform passes these through (as prims.floor).
+            member(nondifferentiable_vjp_symbols, op_name, "Python-semantics ops carry no gradient", label=nondiff),
+        ]
+    # Python's ``//`` on numbers (metatrace.proxies.number_semantics sends float ``a // b`` to it): piecewise
+    # constant like floor, which thunder lists; without this the grad transform finds no rule.
+    rows.append(member(nondifferentiable_vjp_symbols, prims.PrimIDs.PY_FLOORDIV, "py_floordiv carries no gradient",
+                       label=nondiff))
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,7 +83,7 @@ def unregister(undo: list) -> None:
 # depends only on the argument types (checked by the prologue's structure guard), except
 # ``int ** int``, whose type depends on the exponent's sign: that sign is guarded.
 # (``math.floor``/``ceil``/``trunc`` and float ``//`` are written with replayable number prims
-# instead, see ``metatrace.proxies.python_semantics``.) All of them are non-differentiable for the grad transform. The guards cannot replay these operators: a guard on a value computed
+# instead, see ``metatrace.proxies.number_semantics``.) All of them are non-differentiable for the grad transform. The guards cannot replay these operators: a guard on a value computed
 # by one pins the inputs (correct; their rows in metatrace.metas.number_ops could learn ``replay``).
 
 # name -> (Python implementation, result type from the argument types): the rows of
@@ -110,22 +109,6 @@ def _py_meta(name: str):
 def py_op(name: str):
     """The registered operator computing ``_PY_OPS[name]`` (a Symbol), or None when disabled."""
     return _py_symbols.get(name)
-
-
-def register_python_semantics() -> list:
-    from thunder.executors.pythonex import ex
-
-    names = []
-    for name, (fn, _) in _PY_OPS.items():
-        op_name = f"metatrace_py_{name}"
-        sym = ex.register_operator(op_name, meta=_py_meta(name), fn=fn)
-        _py_symbols[name] = sym
-        # Numbers carry no gradient: the grad transform passes these through (as prims.floor).
-        nondifferentiable_vjp_symbols.add(sym.id)
-        names.append(op_name)
-    return names
-
-
 
 
 def exact_comparison(a, b) -> str | None:

@@ -46,13 +46,7 @@ from metatrace.proxies.renames import proxy_outputs as _outputs  # (one walker o
 from metatrace.metas.runtime import INTERPRETING
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
-_original_processor_call = TraceSubstitutionProcessor.__call__
-_original_split = autodiff.split_into_forward_and_backward
-
-_original_dce = transform_common.dce
-_original_transform_for_execution = passes.transform_for_execution
-_original_operator_pass = passes._transform_for_operator_executor_execution
-_swapped: list = []
+from metatrace.patching import Patch, attribute
 
 
 def _sizes_of(bsym):
@@ -359,20 +353,26 @@ def _is_number_op(bsym) -> bool:
     )
 
 
-@functools.wraps(_original_dce)
-def dce(trace, needed_proxies=None):
-    result = _original_dce(trace, needed_proxies)
-    if not using_symbolic_values():
-        return result
-    return restore_size_producers(trace, result)
+def _dce(original):
+    @functools.wraps(original)
+    def dce(trace, needed_proxies=None):
+        result = original(trace, needed_proxies)
+        if not using_symbolic_values():
+            return result
+        return restore_size_producers(trace, result)
+
+    return dce
 
 
-@functools.wraps(_original_split)
-def split_into_forward_and_backward(joint_trace):
-    forward, backward = _original_split(joint_trace)
-    if using_symbolic_values():
-        forward = restore_size_producers(joint_trace, forward)
-    return forward, backward
+def _split_into_forward_and_backward(original):
+    @functools.wraps(original)
+    def split_into_forward_and_backward(joint_trace):
+        forward, backward = original(joint_trace)
+        if using_symbolic_values():
+            forward = restore_size_producers(joint_trace, forward)
+        return forward, backward
+
+    return split_into_forward_and_backward
 
 
 def _recording(fn):
@@ -388,16 +388,15 @@ def _recording(fn):
     return wrapper
 
 
-transform_for_execution = _recording(_original_transform_for_execution)
-transform_for_operator_executor_execution = _recording(_original_operator_pass)
+def _processor_call(original):
+    @functools.wraps(original)
+    def processor_call(self):
+        result = original(self)
+        if using_symbolic_values() and self.swap_map:
+            keep_size_names(self)
+        return result
 
-
-@functools.wraps(_original_processor_call)
-def processor_call(self):
-    result = _original_processor_call(self)
-    if using_symbolic_values() and self.swap_map:
-        keep_size_names(self)
-    return result
+    return processor_call
 
 
 def keep_size_names(processor) -> None:
@@ -572,27 +571,27 @@ def _rename_sizes_copying_shared(new_trace, old_trace, renamed: dict) -> None:
             bsyms[i] = b.from_bsym_swap_proxies(swap, skip_subsymbols=False)
 
 
-def install() -> None:
-    TraceSubstitutionProcessor.__call__ = processor_call
-    replacements = {
-        id(_original_dce): dce,
-        id(_original_transform_for_execution): transform_for_execution,
-        id(_original_operator_pass): transform_for_operator_executor_execution,
-        id(_original_split): split_into_forward_and_backward,
+_PASSES_WHY = "executor passes and the forward/backward split keep (and re-bind) size producers"
+
+
+def patches() -> list[Patch]:
+    """One wrapper per pass, bound wherever a thunder module imported it (``from ... import dce``)."""
+    wrappers = {
+        id(original): wrap(original)
+        for original, wrap in (
+            (transform_common.dce, _dce),
+            (passes.transform_for_execution, _recording),
+            (passes._transform_for_operator_executor_execution, _recording),
+            (autodiff.split_into_forward_and_backward, _split_into_forward_and_backward),
+        )
     }
+    rows = [attribute(TraceSubstitutionProcessor, "__call__", _processor_call, "as the passes", wrap=True)]
     for name, module in list(sys.modules.items()):
         if module is None or not (name == "thunder" or name.startswith("thunder.")):
             continue
         for attr in ("dce", "transform_for_execution", "_transform_for_operator_executor_execution",
                      "split_into_forward_and_backward"):
             value = module.__dict__.get(attr)
-            if value is not None and id(value) in replacements:
-                _swapped.append((module, attr, value))
-                setattr(module, attr, replacements[id(value)])
-
-
-def uninstall() -> None:
-    TraceSubstitutionProcessor.__call__ = _original_processor_call
-    while _swapped:
-        module, attr, value = _swapped.pop()
-        setattr(module, attr, value)
+            if value is not None and id(value) in wrappers:
+                rows.append(attribute(module, attr, wrappers[id(value)], _PASSES_WHY))
+    return rows

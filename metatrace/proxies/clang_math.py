@@ -15,6 +15,8 @@ import types
 import thunder.clang as clang
 from thunder.core.proxies import IntegerProxy
 
+from metatrace.patching import Patch, attribute
+
 
 def _integer_aware(predicate, integer_answer: bool):
     def check(x):
@@ -38,9 +40,5 @@ def _shim() -> types.ModuleType:
 _SHIM = _shim()
 
 
-def install() -> None:
-    clang.math = _SHIM
-
-
-def uninstall() -> None:
-    clang.math = math
+def patches() -> list[Patch]:
+    return [attribute(clang, "math", _SHIM, "math.ceil/floor/... inside clang record on symbols")]

@@ -35,8 +35,7 @@ from thunder.core.trace import get_tracectx
 
 import metatrace.metas.runtime as runtime
 from metatrace.metas import python_executor, concretizations
-
-_originals: dict = {}
+from metatrace.patching import Patch, attribute, item
 
 # NumberProxy operator -> (runtime function, whether its operands are swapped)
 _COMPARISONS = {"__eq__": runtime.eq, "__ne__": runtime.ne, "__lt__": runtime.lt, "__le__": runtime.le,
@@ -69,8 +68,10 @@ def _decides_at_once(trace) -> bool:
 
 
 def _comparison(name: str, fn):
-    original = getattr(NumberProxy, name)
+    return lambda original: _compare(name, fn, original)
 
+
+def _compare(name: str, fn, original):
     def compare(self, other):
         # While thunder interprets (a guard collector listens) and through the passes after it
         # (the grad transform, executor passes: ``runtime.INTERPRETING``), where a re-run
@@ -115,8 +116,10 @@ def bool_as_int(x):
 
 
 def _arithmetic(name: str, fn, swapped: bool):
-    original = getattr(NumberProxy, name)
+    return lambda original: _arithmetic_method(name, fn, swapped, original)
 
+
+def _arithmetic_method(name: str, fn, swapped: bool, original):
     identity = _IDENTITIES.get(name)
 
     def arithmetic(self, other):
@@ -140,12 +143,8 @@ def _arithmetic(name: str, fn, swapped: bool):
         return original(self, other)
 
     arithmetic.__name__ = name
+    arithmetic.__wrapped__ = original  # thunder's, for metatrace.metas.torch_metas.unfolded_times_one
     return arithmetic
-
-
-def unfolded_times_one(n: IntegerProxy) -> IntegerProxy:
-    """``1 * n`` as thunder records it (a new number), bypassing the identity fold."""
-    return _originals["__rmul__"](n, 1)
 
 
 def _report_producer(bsym) -> None:
@@ -163,77 +162,78 @@ def _report_producer(bsym) -> None:
             concretizations.produced(bsym)
 
 
-def _bool(self) -> bool:
-    value = _originals["__bool__"](self)
-    concretizations.relation("ne", self, 0, value)
-    return value
+def _bool(original):
+    def __bool__(self) -> bool:
+        value = original(self)
+        concretizations.relation("ne", self, 0, value)
+        return value
+
+    return __bool__
 
 
-def _index(self) -> int:
-    value = _originals["__index__"](self)
-    concretizations.static(self, value, "__index__")
-    return value
+def _index(original):
+    def __index__(self) -> int:
+        value = original(self)
+        concretizations.static(self, value, "__index__")
+        return value
+
+    return __index__
 
 
-def _int(self) -> int:
-    value = _originals["__int__"](self)
-    concretizations.static(self, self.value, "int()")
-    return value
+def _int(original):
+    def __int__(self) -> int:
+        value = original(self)
+        concretizations.static(self, self.value, "int()")
+        return value
+
+    return __int__
 
 
-def _float(self) -> float:
-    value = _originals["__float__"](self)
-    concretizations.static(self, self.value, "float()")
-    return value
+def _float(original):
+    def __float__(self) -> float:
+        value = original(self)
+        concretizations.static(self, self.value, "float()")
+        return value
+
+    return __float__
 
 
-def _bool_lookaside(wrapped_x):
-    x = wrapped_x.value
-    if isinstance(x, NumberProxy) and concretizations.COLLECTOR.get() is not None:
-        concretizations.relation("ne", x, 0, bool(x.value))
-        lookaside = default_lookaside(bool) or bool
-        return lookaside(wrapped_x)
-    return _originals["bool_lookaside"](wrapped_x)
+def _bool_lookaside(original):
+    def bool_lookaside(wrapped_x):
+        x = wrapped_x.value
+        if isinstance(x, NumberProxy) and concretizations.COLLECTOR.get() is not None:
+            concretizations.relation("ne", x, 0, bool(x.value))
+            lookaside = default_lookaside(bool) or bool
+            return lookaside(wrapped_x)
+        return original(wrapped_x)
+
+    return bool_lookaside
 
 
-def install() -> None:
-    _originals.update(
-        __bool__=NumberProxy.__bool__,
-        __index__=IntegerProxy.__index__,
-        __int__=NumberProxy.__int__,
-        __float__=NumberProxy.__float__,
-        bool_lookaside=jit_ext._general_jit_lookaside_map[bool],
-    )
-    for name, fn in _COMPARISONS.items():
-        _originals[name] = NumberProxy.__dict__[name]
-        setattr(NumberProxy, name, _comparison(name, fn))
-    for name, (fn, swapped) in _ARITHMETIC.items():
-        _originals[name] = NumberProxy.__dict__[name]
-        setattr(NumberProxy, name, _arithmetic(name, fn, swapped))
-    original_post_init = BoundSymbol.__post_init__
-
+def _post_init(original):
     def post_init(bsym):
-        original_post_init(bsym)
+        original(bsym)
         _report_producer(bsym)
 
-    _originals["__post_init__"] = original_post_init
-    BoundSymbol.__post_init__ = post_init
-    NumberProxy.__bool__ = _bool
-    IntegerProxy.__index__ = _index
-    NumberProxy.__int__ = _int
-    NumberProxy.__float__ = _float
-    jit_ext._general_jit_lookaside_map[bool] = _bool_lookaside
+    return post_init
 
 
-def uninstall() -> None:
-    if not _originals:
-        return
-    for name in (*_COMPARISONS, *_ARITHMETIC):
-        setattr(NumberProxy, name, _originals[name])
-    BoundSymbol.__post_init__ = _originals["__post_init__"]
-    NumberProxy.__bool__ = _originals["__bool__"]
-    IntegerProxy.__index__ = _originals["__index__"]
-    NumberProxy.__int__ = _originals["__int__"]
-    NumberProxy.__float__ = _originals["__float__"]
-    jit_ext._general_jit_lookaside_map[bool] = _originals["bool_lookaside"]
-    _originals.clear()
+def patches() -> list[Patch]:
+    concretized = "report the value baked in (thunder reads .value silently)"
+    return [
+        *(attribute(NumberProxy, name, _comparison(name, fn),
+                    "comparisons inside thunder's clang/torch layers return guarded symbolic booleans", wrap=True)
+          for name, fn in _COMPARISONS.items()),
+        *(attribute(NumberProxy, name, _arithmetic(name, fn, swapped), "arithmetic inside a meta is recorded (runtime)",
+                    wrap=True)
+          for name, (fn, swapped) in _ARITHMETIC.items()),
+        attribute(BoundSymbol, "__post_init__", _post_init,
+                  "every number-producing bound symbol reaches the guard collector (projection to the inputs)", wrap=True),
+        attribute(NumberProxy, "__bool__", _bool, concretized, wrap=True),
+        attribute(IntegerProxy, "__index__", _index, concretized, wrap=True),
+        attribute(NumberProxy, "__int__", _int, concretized, wrap=True),
+        attribute(NumberProxy, "__float__", _float, concretized, wrap=True),
+        item(jit_ext._general_jit_lookaside_map, bool, _bool_lookaside,
+             "bool lookaside reports the relation a user-code branch decided (thunder only marks static)", wrap=True,
+             label="thunder.core.jit_ext._general_jit_lookaside_map"),
+    ]

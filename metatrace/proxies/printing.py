@@ -11,20 +11,14 @@ from __future__ import annotations
 
 from thunder.core.proxies import FloatProxy, IntegerProxy
 
-_originals: dict = {}
-
+from metatrace.patching import Patch, attribute
 
 def _repr(self) -> str:
     return f"{self.name}={self.value!r}"
 
 
-def install() -> None:
-    for cls in (IntegerProxy, FloatProxy):
-        _originals[cls] = cls.__dict__["__repr__"]
-        cls.__repr__ = _repr
-
-
-def uninstall() -> None:
-    for cls, original in _originals.items():
-        cls.__repr__ = original
-    _originals.clear()
+def patches() -> list[Patch]:
+    return [
+        attribute(IntegerProxy, "__repr__", _repr, "sizes print as name=value"),
+        attribute(FloatProxy, "__repr__", _repr, "as IntegerProxy"),
+    ]

@@ -19,8 +19,7 @@ import operator
 import thunder.core.jit_ext as jit_ext
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
-_original = jit_ext._apply_trace_proxy_rename
-
+from metatrace.patching import Patch, attribute
 
 def proxy_outputs(x):
     """The proxies in a bound symbol's output, without pytree (subsymbols' flat outputs are not
@@ -69,29 +68,29 @@ def rename_sizes(bsyms, renames: dict[str, object]) -> None:
 _PRINTER_NAMES = frozenset({"_"})
 
 
-@functools.wraps(_original)
-def apply_trace_proxy_rename(trace, rename_proxy_swapmap=None, name=None):
-    swapmap = rename_proxy_swapmap if rename_proxy_swapmap is not None else jit_ext.get_jit_ctx()._proxy_swapmap
-    if any(getattr(new, "name", None) in _PRINTER_NAMES for new in swapmap.values()):
-        swapmap = {v: new for v, new in swapmap.items() if getattr(new, "name", None) not in _PRINTER_NAMES}
-    new_trace = _original(trace, swapmap, name)
-    # Only renamed numbers can sit in a shape; most functions rename tensors only.
-    renames = {v.proxy.name: new for v, new in swapmap.items() if isinstance(v.proxy, NumberProxy)}
-    # A renamed input tensor may come with other size symbols than the interpreter gave it
-    # (thunder's input proxies): what was computed from the old ones follows the new ones.
-    for v, new in swapmap.items():
-        if isinstance(v.proxy, TensorProxy) and isinstance(new, TensorProxy):
-            for was, now in zip(v.proxy._shape, new._shape):
-                if isinstance(was, NumberProxy) and isinstance(now, NumberProxy) and was.name != now.name:
-                    renames.setdefault(was.name, now)
-    if renames:
-        _rename_sizes(new_trace.bound_symbols, renames, set())
-    return new_trace
+def _apply_trace_proxy_rename(original):
+    @functools.wraps(original)
+    def apply_trace_proxy_rename(trace, rename_proxy_swapmap=None, name=None):
+        swapmap = rename_proxy_swapmap if rename_proxy_swapmap is not None else jit_ext.get_jit_ctx()._proxy_swapmap
+        if any(getattr(new, "name", None) in _PRINTER_NAMES for new in swapmap.values()):
+            swapmap = {v: new for v, new in swapmap.items() if getattr(new, "name", None) not in _PRINTER_NAMES}
+        new_trace = original(trace, swapmap, name)
+        # Only renamed numbers can sit in a shape; most functions rename tensors only.
+        renames = {v.proxy.name: new for v, new in swapmap.items() if isinstance(v.proxy, NumberProxy)}
+        # A renamed input tensor may come with other size symbols than the interpreter gave it
+        # (thunder's input proxies): what was computed from the old ones follows the new ones.
+        for v, new in swapmap.items():
+            if isinstance(v.proxy, TensorProxy) and isinstance(new, TensorProxy):
+                for was, now in zip(v.proxy._shape, new._shape):
+                    if isinstance(was, NumberProxy) and isinstance(now, NumberProxy) and was.name != now.name:
+                        renames.setdefault(was.name, now)
+        if renames:
+            _rename_sizes(new_trace.bound_symbols, renames, set())
+        return new_trace
+
+    return apply_trace_proxy_rename
 
 
-def install() -> None:
-    jit_ext._apply_trace_proxy_rename = apply_trace_proxy_rename
-
-
-def uninstall() -> None:
-    jit_ext._apply_trace_proxy_rename = _original
+def patches() -> list[Patch]:
+    return [attribute(jit_ext, "_apply_trace_proxy_rename", _apply_trace_proxy_rename,
+                      "renaming proxies also renames the size symbols inside tensor shapes", wrap=True)]

@@ -23,6 +23,12 @@ in that scope (or comes from the composite's own arguments). The index of a scop
 extended incrementally and rebuilt when the scope was shortened or its tail replaced
 (``recording.prune_unused`` rewrites a scope in place), so a removed producer is never counted
 as a definition.
+
+State: what a scope defines, the sizes pending there and the ``t.numel`` products computed there
+(``metatrace.proxies.numel``) live on the trace (an attribute of thunder's ``TraceCtx``), one entry
+per scope on its stack: a composite's entry goes when a later new scope finds the composite
+returned, the top level's when the trace is collected. No module-level state: nothing outlives
+the traces it was made for.
 """
 
 from __future__ import annotations
@@ -36,25 +42,27 @@ from thunder.core.pytree import tree_iter
 from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx, is_tracing
 
+from metatrace.patching import Patch, attribute, item
 from metatrace.proxies.number_methods import in_meta
 
-_original_shape = None
-_original_call = None
-
-# id(scope) -> _ScopeIndex. Bounded: cleared when it grows past _MAX_SCOPES (an index is only a
-# cache, and each entry holds its scope, so a recycled id is never mistaken for another list).
-_indexes: dict[int, "_ScopeIndex"] = {}
-_MAX_SCOPES = 512
+# The attribute of a TraceCtx holding its scopes' state: id(scope) -> ScopeState (each entry holds
+# its scope, so a recycled id is never mistaken for another list).
+_STATE = "_metatrace_scopes"
 
 
-class _ScopeIndex:
-    __slots__ = ("scope", "scanned", "last", "names")
+class ScopeState:
+    """What one scope of a trace defines (extended incrementally), the sizes read there and not
+    bound yet, and ``t.numel`` products computed there (``metatrace.proxies.numel``)."""
+
+    __slots__ = ("scope", "scanned", "last", "names", "pending", "numels")
 
     def __init__(self, scope: list):
         self.scope = scope
         self.scanned = 0
         self.last = None  # the bound symbol at scope[scanned - 1] when it was scanned
         self.names: set[str] = set()
+        self.pending: dict[str, TensorProxy] = {}  # size name -> a tensor whose shape binds it
+        self.numels: dict[int, tuple] = {}  # id(tensor) -> (tensor, product)
 
     def defined(self) -> set[str]:
         scope = self.scope
@@ -70,18 +78,37 @@ class _ScopeIndex:
         return self.names
 
 
+def scope_state(scope: list, *, create: bool = True) -> ScopeState | None:
+    """The state of ``scope``, a scope of the current trace (made if ``create``)."""
+    trace = get_tracectx()
+    if trace is None:
+        return ScopeState(scope) if create else None
+    states = trace.__dict__.get(_STATE)
+    if states is None:
+        if not create:
+            return None
+        states = trace.__dict__[_STATE] = {}
+    state = states.get(id(scope))
+    if state is not None and state.scope is scope:
+        return state
+    if not create:
+        return None
+    # A new scope: the state of scopes no longer on the trace's stack goes (their composites returned).
+    live = {id(s): s for s in trace.scopes if s is not None}
+    for key in [key for key, st in states.items() if live.get(key) is not st.scope]:
+        del states[key]
+    state = states[id(scope)] = ScopeState(scope)
+    return state
+
+
+def scope_states() -> list[ScopeState]:
+    """The state of every scope of the current trace that has one."""
+    trace = get_tracectx()
+    return list(trace.__dict__.get(_STATE, {}).values()) if trace is not None else []
+
+
 def defined_in(scope: list) -> set[str]:
-    index = _indexes.get(id(scope))
-    if index is None or index.scope is not scope:
-        if len(_indexes) >= _MAX_SCOPES:
-            _indexes.clear()
-        index = _indexes[id(scope)] = _ScopeIndex(scope)
-    return index.defined()
-
-
-# id(scope) -> (scope, {size name: tensor}): sizes read in a composite's scope and not bound there
-# yet. Bounded like _indexes; each entry holds its scope.
-_pending: dict[int, tuple[list, dict]] = {}
+    return scope_state(scope).defined()
 
 
 def _read_in_composite(t: TensorProxy) -> bool:
@@ -94,69 +121,56 @@ def _read_in_composite(t: TensorProxy) -> bool:
     scope = scopes[-1]
     sizes = [s for s in t._shape if isinstance(s, NumberProxy)]
     if sizes:
-        defined = defined_in(scope)
-        missing = [s.name for s in sizes if s.name not in defined]
-        if missing:
-            entry = _pending.get(id(scope))
-            if entry is None or entry[0] is not scope:
-                if len(_pending) >= _MAX_SCOPES:
-                    _pending.clear()
-                entry = _pending[id(scope)] = (scope, {})
-            for name in missing:
-                entry[1].setdefault(name, t)
+        state = scope_state(scope)
+        defined = state.defined()
+        for s in sizes:
+            if s.name not in defined:
+                state.pending.setdefault(s.name, t)
     return True
 
 
-def _shape(self):
-    if using_symbolic_values() and is_tracing() and (in_meta() or _read_in_composite(self)):
-        return self._shape
-    return _original_shape.fget(self)
+def _shape(original):
+    def _shape(self):
+        if using_symbolic_values() and is_tracing() and (in_meta() or _read_in_composite(self)):
+            return self._shape
+        return original.fget(self)
+
+    return property(_shape, doc=original.__doc__)
 
 
-def _call(self, *args, **kwargs):
-    """``Symbol.__call__``: before a symbol that takes a pending size as an argument joins the
-    scope, thunder's own binding of that size's tensor (``prims.shape``) joins it first."""
-    if _pending:
+def _call(original, original_shape):
+    @functools.wraps(original)
+    def _call(self, *args, **kwargs):
+        """``Symbol.__call__``: before a symbol that takes a pending size as an argument joins the
+        scope, thunder's own binding of that size's tensor (``prims.shape``) joins it first."""
         trace = get_tracectx()
         if trace is not None and len(trace.scopes) >= 2 and (scope := trace.scopes[-1]) is not None:
-            entry = _pending.get(id(scope))
-            if entry is not None and entry[0] is scope:
-                _bind_pending(scope, entry[1], args, kwargs)
-                if not entry[1] and _pending.get(id(scope)) is entry:
-                    del _pending[id(scope)]  # nothing left to bind (the binding's own call may have removed it)
-    return _original_call(self, *args, **kwargs)
+            state = scope_state(scope, create=False)
+            if state is not None and state.pending:
+                _bind_pending(state, args, kwargs, original_shape)
+        return original(self, *args, **kwargs)
+
+    return _call
 
 
-def _bind_pending(scope: list, pending: dict, args, kwargs) -> None:
+def _bind_pending(state: ScopeState, args, kwargs, original_shape) -> None:
     for x in tree_iter((args, kwargs)):
-        if isinstance(x, NumberProxy) and (t := pending.pop(x.name, None)) is not None:
-            if x.name not in defined_in(scope):
-                _original_shape.fget(t)  # prims.shape(t) in this scope: binds all of t's sizes
+        if isinstance(x, NumberProxy) and (t := state.pending.pop(x.name, None)) is not None:
+            if x.name not in state.defined():
+                original_shape.fget(t)  # prims.shape(t) in this scope: binds all of t's sizes
 
 
-def install() -> None:
-    global _original_shape
-    if _original_shape is None:
-        _original_shape = TensorProxy.__dict__["shape"]
-        TensorProxy.shape = property(_shape, doc=_original_shape.__doc__)
+def patches() -> list[Patch]:
+    original = TensorProxy.__dict__["shape"]  # thunder's property: the getter binds sizes with prims.shape
+    shape = _shape(original)
+    return [
+        attribute(TensorProxy, "shape", shape,
+                  "inside a composite symbol a shape read records no prims.shape; the sizes are bound once, "
+                  "when a symbol first takes one"),
         # User code reads ``x.shape`` through thunder's interpreter, which would interpret this
         # getter's own bookkeeping; it runs opaquely instead, as the ``prims.shape`` symbol does.
-        jit_ext._general_jit_lookaside_map[_shape] = jit_ext.interpreter_needs_wrap(_shape)
-    global _original_call
-    if _original_call is None:
-        _original_call = Symbol.__call__
-        Symbol.__call__ = functools.wraps(_original_call)(_call)
-
-
-def uninstall() -> None:
-    global _original_shape
-    if _original_shape is not None:
-        TensorProxy.shape = _original_shape
-        _original_shape = None
-        jit_ext._general_jit_lookaside_map.pop(_shape, None)
-    global _original_call
-    if _original_call is not None:
-        Symbol.__call__ = _original_call
-        _original_call = None
-    _pending.clear()
-    _indexes.clear()
+        item(jit_ext._general_jit_lookaside_map, shape.fget, jit_ext.interpreter_needs_wrap(shape.fget),
+             "the shape getter runs opaquely", label="thunder.core.jit_ext._general_jit_lookaside_map"),
+        attribute(Symbol, "__call__", lambda call: _call(call, original),
+                  "binds a composite's pending sizes (prims.shape) before the first symbol that takes one", wrap=True),
+    ]

@@ -1,0 +1,87 @@
+"""Values proxied differently from thunder's symbolic-values mode: static strings, symbolic slices.
+
+thunder 0.2.6's symbolic-values mode proxies every string and slice it reads from the inputs.
+While metatrace is enabled (called by ``metatrace.interpret.module_state``'s ``JitCtx.proxify``):
+
+- Inputs that can never be sizes are static, as in thunder's constant-values mode: a string
+  (an argument, or a module attribute such as ``Conv1d.padding_mode``) stays a plain ``str`` in
+  the trace and the prologue checks its value (``check_string_value``). Devices already are;
+  dtypes, ``None`` and ``Ellipsis`` are never proxied (``metatrace.guards.structure`` checks the call's).
+- A slice argument keeps its numbers symbolic: ``start``/``stop``/``step`` become number
+  proxies that the prologue unpacks as ``args[i].start`` ..., guarded like any number, and the
+  slice's shape (which parts are None) is checked by ``metatrace.guards.structure``.
+- A symbolic number read from anywhere but the call's arguments is noted, for the prologue to
+  check its type (:func:`note_number_leaf`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import thunder.clang as clang
+import thunder.core.jit_ext as jit_ext
+from thunder.core.compile_data import using_symbolic_values
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
+from thunder.core.proxies import NumberProxy, proxy
+
+NOT_HANDLED = object()
+
+
+def _slice_part(slice_provenance: ProvenanceRecord, attr: str, v: Any) -> Any:
+    if type(v) is not int:
+        return v  # None (checked by the structure guard), or an object thunder handles as is
+    history = ProvenanceRecord(
+        PseudoInst.LOAD_ATTR,
+        inputs=[slice_provenance, ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=attr)],
+        ext_flag=jit_ext.EXT_FLAG_IS_PROXY_DERIVED,
+    )
+    p = proxy(v, history=history)
+    if hasattr(p, "make_constrainable"):
+        p.make_constrainable()
+    return p
+
+
+def _rooted_in_arguments(history) -> bool:
+    """The value is an argument, or an element of one (``args[1][0]``): ``metatrace.guards.structure``
+    checks the types of those numbers from the call's arguments."""
+    while isinstance(history, ProvenanceRecord) and history.inst is PseudoInst.BINARY_SUBSCR and history.inputs:
+        history = history.inputs[0]
+    return isinstance(history, ProvenanceRecord) and history.inst in (PseudoInst.INPUT_ARGS, PseudoInst.INPUT_KWARGS)
+
+
+def note_number_leaf(ctx, value: WrappedValue, p: Any) -> None:
+    """Remembers a symbolic number read from anywhere but the call's arguments (a global, a
+    closure cell, an object's attribute), so that ``metatrace.guards.structure`` checks its type in the
+    prologue: thunder's symbolic-values prologue checks no number's type, and a trace made for
+    ``n = 2`` bakes in what ``int`` implies (``x * n``'s dtype, ``isinstance(n, int)``)."""
+    if (
+        isinstance(p, NumberProxy)
+        and not p.is_static_constrained()  # thunder's prologue checks type and value
+        and using_symbolic_values()
+        and type(p.value) in (bool, int, float, complex)
+        and not _rooted_in_arguments(value.provenance)
+    ):
+        leaves = getattr(ctx, "_metatrace_number_leaves", None)
+        if leaves is None:
+            leaves = ctx._metatrace_number_leaves = {}
+        leaves.setdefault(p.name, p)
+
+
+def proxify_static(ctx, value: WrappedValue) -> Any:
+    """Returns NOT_HANDLED for what thunder's own ``JitCtx.proxify`` does right."""
+    uvalue = value.value
+    if value.original_value is not value.nothing or not using_symbolic_values():
+        return NOT_HANDLED
+    if type(uvalue) is str:
+        # thunder's constant-values path: the trace keeps the string, the prologue checks it.
+        value.provenance.ext_flag |= jit_ext.EXT_FLAG_IS_PROXY_DERIVED
+        p = proxy(uvalue, history=value.provenance)
+        ctx.add_constraint((clang.check_string_value, p, uvalue))
+        return p
+    if type(uvalue) is slice:
+        value.provenance.ext_flag |= jit_ext.EXT_FLAG_IS_PROXY_DERIVED
+        parts = [_slice_part(value.provenance, a, getattr(uvalue, a)) for a in ("start", "stop", "step")]
+        proxied = slice(*parts)
+        value.register_proxy(proxied)
+        return proxied
+    return NOT_HANDLED
