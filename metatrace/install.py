@@ -21,7 +21,7 @@ from metatrace.proxies import clang_math, numel, number_methods, number_semantic
 from metatrace.grad import deferred_guards, rules
 from metatrace.guards import prologue_op
 from metatrace.interpret import jit, lookasides, module_state, python_values
-from metatrace.passes import size_producers
+from metatrace.passes import distributed, size_producers
 from metatrace.metas import python_executor, torch_metas
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
@@ -142,6 +142,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         deferred_guards.patches,
         # later stages: every trace keeps producers for its size symbols
         size_producers.patches,
+        distributed.patches,
         # torch.compile
         thunderfx.patches,
     )

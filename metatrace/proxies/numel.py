@@ -19,6 +19,7 @@ symbols. While metatrace is enabled:
 from __future__ import annotations
 
 import importlib
+import math
 import operator
 
 import thunder.core.jit_ext as jit_ext
@@ -100,6 +101,13 @@ def _tensor_getattr(original):
                     tensor, product = cached
                     if tensor is self and product.name in state.defined():
                         return product
+        if attr == "numel" and get_tracectx() is None and callable(self._numel):
+            # No trace records here: thunder's passes over a finished trace read ``numel`` as a
+            # heuristic (``distributed.utils.sort_waits`` orders communication by size under ddp and
+            # fsdp), and thunder's deferred product would call the numel symbol, which raises
+            # outside a trace. The example input's product orders the same independent operations;
+            # it decides nothing a result depends on.
+            return _CallableInt(math.prod(int(getattr(s, "value", s)) for s in self._shape))
         value = original(self, attr)
         if attr != "numel" or callable(value) and isinstance(value, (int, _CallableIntegerProxy)) or not tracing():
             return value
