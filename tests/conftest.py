@@ -18,3 +18,27 @@ def enabled():
     with metatrace.enable():
         yield
     assert not metatrace.is_enabled()
+
+
+# Seconds each costly test module takes on one of 2 cores (its --durations summed, rounded; the
+# others take a few seconds each). Under xdist (`-n 2 --dist loadfile --no-loadscope-reorder`)
+# whole files go to workers in collection order, each to the first idle worker: heaviest first
+# (longest-processing-time scheduling) keeps one big file from running alone at the end.
+MODULE_COSTS = {
+    "test_litgpt.py": 300,
+    "test_metatrace_sweep.py": 230,
+    "test_grad_sweep.py": 170,
+    "test_differential.py": 150,
+    "test_opinfo_sweep.py": 115,
+    "test_fuzz.py": 77,
+    "test_modules.py": 60,
+    "test_prims.py": 60,
+    "test_cache.py": 50,
+    "test_bounded_state.py": 45,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):  # only an xdist worker's order reaches the scheduler
+        return
+    items.sort(key=lambda item: -MODULE_COSTS.get(item.path.name, 0))  # (stable: files stay whole)

@@ -17,10 +17,9 @@ import thunder
 
 import metatrace
 from metatrace.checker import find_orphans
-from opinfo_harness import STATUSES, iter_cases, run_case
+from opinfo_harness import STATUSES, default_cases, run_case
 
-SKIPPED: dict[str, str] = {}  # op name -> why iter_cases could not build its samples
-CASES = list(iter_cases(skipped=SKIPPED))
+CASES, SKIPPED = default_cases()  # SKIPPED: op name -> why its samples could not be built
 OPS = sorted({op.name for op, _ in CASES})
 
 
