@@ -18,3 +18,29 @@ def enabled():
     with metatrace.enable():
         yield
     assert not metatrace.is_enabled()
+
+
+# Seconds each costly test module takes on one worker of a 2-core run (its --durations summed,
+# rounded, from runs on a shared machine: what matters is their order; the other modules take
+# seconds each). Under xdist (`-n 2 --dist loadfile --no-loadscope-reorder`) whole files go to
+# workers in collection order, each to the first idle worker: heaviest first (longest-processing-
+# time scheduling) keeps one big file from running alone at the end. (xdist's default order, by
+# number of tests, put test_opinfo_sweep's one 2-minute test last.)
+MODULE_COSTS = {
+    "test_litgpt.py": 350,
+    "test_metatrace_sweep.py": 300,
+    "test_differential.py": 295,
+    "test_grad_sweep.py": 140,
+    "test_opinfo_sweep.py": 115,
+    "test_fuzz.py": 77,
+    "test_modules.py": 55,
+    "test_prims.py": 50,
+    "test_cache.py": 50,
+    "test_bounded_state.py": 30,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):  # only an xdist worker's order reaches the scheduler
+        return
+    items.sort(key=lambda item: -MODULE_COSTS.get(item.path.name, 0))  # (stable: files stay whole)

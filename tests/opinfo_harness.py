@@ -108,6 +108,20 @@ def is_known_failure(op: OpInfo) -> bool:
     return False
 
 
+_DEFAULT_CASES: dict[int, tuple[list, dict]] = {}  # samples per op -> (cases, skipped)
+
+
+def default_cases() -> tuple[list[tuple[OpInfo, SampleInput]], dict[str, str]]:
+    """``(list(iter_cases()), its skipped ops)``, generated once per process: the sweeps of
+    several test modules use the same samples (seeded per op, so equal to a new generation), and
+    every run deep-copies a sample's arguments, so sharing them changes nothing."""
+    n = default_max_samples()
+    if n not in _DEFAULT_CASES:
+        skipped: dict[str, str] = {}
+        _DEFAULT_CASES[n] = (list(iter_cases(n, skipped=skipped)), skipped)
+    return _DEFAULT_CASES[n]
+
+
 def iter_cases(
     max_samples_per_op: int | None = None,
     *,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import multiprocessing
 import subprocess
@@ -18,20 +19,36 @@ from metatrace.codegen import cache
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="module")
+def generated() -> tuple[str, dict]:
+    """One generation of the metas (seconds of CPU), shared by the tests of what surrounds it."""
+    return codegen.generate()
+
+
 @pytest.fixture
-def cache_dir(tmp_path, monkeypatch) -> Path:
+def empty_cache_dir(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("METATRACE_CACHE_DIR", str(tmp_path))
     return tmp_path
 
 
-def test_generation_is_deterministic():
-    text1, manifest1 = codegen.generate()
+@pytest.fixture
+def cache_dir(empty_cache_dir, monkeypatch, generated) -> Path:
+    """An empty cache directory where generating returns the module's one generation (it is
+    deterministic: test_generation_is_deterministic): the tests using it check the cache around
+    generation, not generation itself."""
+    text, manifest = generated
+    monkeypatch.setattr(codegen, "generate", lambda: (text, copy.deepcopy(manifest)))
+    return empty_cache_dir
+
+
+def test_generation_is_deterministic(generated):
+    text1, manifest1 = generated
     text2, manifest2 = codegen.generate()
     assert text1 == text2 and manifest1 == manifest2
 
 
-def test_generated_module_is_rewritten_thunder_code_not_a_copy():
-    text, manifest = codegen.generate()
+def test_generated_module_is_rewritten_thunder_code_not_a_copy(generated):
+    text, manifest = generated
     assert manifest["sections"] == [
         "thunder.core.baseutils", "thunder.core.utils", "thunder.core.prims", "thunder.core.transforms"
     ]
@@ -87,7 +104,8 @@ def _generate_into(path: str) -> str:
     return cache.ensure(force=True).directory.name
 
 
-def test_concurrent_generation_never_leaves_a_broken_file(cache_dir):
+def test_concurrent_generation_never_leaves_a_broken_file(empty_cache_dir):
+    cache_dir = empty_cache_dir
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(2) as pool:
         names = pool.map(_generate_into, [str(cache_dir)] * 2)
@@ -102,7 +120,7 @@ def test_other_thunder_version_runs_with_a_warning(monkeypatch):
         version.warn_if_untested()
 
 
-def test_unparsable_thunder_source_is_a_clear_error(monkeypatch, capsys, cache_dir):
+def test_unparsable_thunder_source_is_a_clear_error(monkeypatch, capsys, empty_cache_dir):
     real = codegen.read_sources
 
     def broken():
@@ -116,7 +134,8 @@ def test_unparsable_thunder_source_is_a_clear_error(monkeypatch, capsys, cache_d
     assert "cannot parse" in err and "thunder/core/prims.py" in err
 
 
-def test_cli_script_runs_and_prints_totals(cache_dir):
+def test_cli_script_runs_and_prints_totals(empty_cache_dir):
+    cache_dir = empty_cache_dir
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "rewrite_metas.py")], capture_output=True, text=True,
                           env={**__import__("os").environ, "METATRACE_CACHE_DIR": str(cache_dir)})
     assert proc.returncode == 0, proc.stderr

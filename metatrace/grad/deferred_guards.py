@@ -18,7 +18,7 @@ import thunder.transforms.autodiff as autodiff
 from thunder.core.compile_data import _compile_data
 
 from metatrace.metas import concretizations
-from metatrace.passes.size_producers import hoist_size_producers
+from metatrace.passes.hoist_producers import hoist_size_producers
 from metatrace.guards.registry import new_id
 from metatrace.metas.runtime import INTERPRETING
 from metatrace.guards.collect import GuardCollector, exact
