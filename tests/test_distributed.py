@@ -196,19 +196,19 @@ def test_outputs_equal_eager(ranks, kind):
             torch.testing.assert_close(out, eager_outs[rank], msg=f"rank {rank}")
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_gradients_equal_the_mean_of_eager_gradients(ranks, kind):
-    expected = _eager(SAME_LENGTHS)
-    for rank, (steps, _) in _report(ranks, kind, SAME_LENGTHS).items():
+def _assert_gradients_are_eager_means(ranks, kind, schedule) -> None:
+    expected = _eager(schedule)
+    for rank, (steps, _) in _report(ranks, kind, schedule).items():
         for (_, grads), (_, mean) in zip(steps, expected):
             for name in mean:
                 torch.testing.assert_close(grads[name], mean[name], msg=f"rank {rank} {name}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gradients_equal_the_mean_of_eager_gradients(ranks, kind):
+    _assert_gradients_are_eager_means(ranks, kind, SAME_LENGTHS)
 
 
 @pytest.mark.parametrize("kind", MIXED_KINDS)
 def test_ranks_with_different_lengths_in_one_step_train_correctly(ranks, kind):
-    expected = _eager(MIXED_LENGTHS)
-    for rank, (steps, _) in _report(ranks, kind, MIXED_LENGTHS).items():
-        for (_, grads), (_, mean) in zip(steps, expected):
-            for name in mean:
-                torch.testing.assert_close(grads[name], mean[name], msg=f"rank {rank} {name}")
+    _assert_gradients_are_eager_means(ranks, kind, MIXED_LENGTHS)
