@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import logging
 
 import pytest
@@ -159,6 +161,31 @@ def test_fallback_prim_misses_on_a_new_static_value_and_is_correct(prim):
 
 
 # --- explaining and logging -----------------------------------------------------------------
+
+
+_PIN = re.compile(r"^(\w+(\.shape\[\d+\])?) == [-\w.]+")  # an input size or number fixed to one value
+
+
+@pytest.mark.parametrize("prim", sorted(FALLBACK_CASES))
+def test_every_pin_names_what_fixed_it(prim):
+    fn, calls = FALLBACK_CASES[prim]
+    with metatrace.enable(force_fallback=(prim,)):
+        jf = thunder.jit(fn, cache=SYMBOLIC)
+        jf(*calls[0])
+        pins = [g for entry in metatrace.explain(jf) for g in entry.guards
+                if _PIN.match(g) and not g.startswith(("len(args)", "len(kwargs)"))]
+    assert pins and all(re.search(r" == \S+ \(.+\)$", g) for g in pins), pins
+
+
+@pytest.mark.parametrize("prim", sorted(FALLBACK_CASES))
+def test_explain_shows_no_thunder_proxy_names(prim):
+    fn, calls = FALLBACK_CASES[prim]
+    with metatrace.enable(force_fallback=(prim,)):
+        jf = thunder.jit(fn, cache=SYMBOLIC)
+        jf(*calls[0])
+        texts = [g for entry in metatrace.explain(jf) for g in entry.guards]
+    assert not [g for g in texts if re.search(r"\b[ifsbt]\d+\b", g)], texts
+
 
 
 def test_explain_lists_guards_with_input_names(enabled):

@@ -47,6 +47,14 @@ def _module_sources(prologue_trace) -> dict[str, str]:
     for bsym in prologue_trace.bound_symbols:
         name = bsym.sym.name
         outs = bsym.flat_proxy_outs
+        if name == "shape" and bsym.args:  # (i0, i1, i2) = shape(a): a's sizes
+            tensor = getattr(bsym.args[0], "name", None)
+            if tensor is not None:
+                owner = sources.get(tensor, tensor)
+                for d, size in enumerate(bsym.output if isinstance(bsym.output, (tuple, list)) else ()):
+                    if hasattr(size, "name"):
+                        sources[size.name] = f"{owner}.shape[{d}]"
+            continue
         if len(outs) != 1:
             continue
         if name in ("unpack_thunder_module", "unpack_function_obj"):
@@ -93,7 +101,10 @@ def _entry_guard_texts(prologue_trace) -> list[str]:
             fixed = [f"{t_name}.shape[{d}] == {s}" for d, s in enumerate(shape) if isinstance(s, int)]
             texts.append(f"{t_name}: rank {len(shape)}, {dtype}, {device}, requires_grad={requires_grad}")
             texts.extend(fixed)
-    return texts
+    # thunder's own check of a value metatrace pinned reads like metatrace's text without its
+    # reason (``a.shape[0] == 2`` beside ``a.shape[0] == 2 (input of fallback prim PAD ...)``)
+    explained = {t.split(" (", 1)[0] for t in texts if t.endswith(")") and " (" in t}
+    return [t for t in texts if t in explained and t.endswith(")") or t not in explained]
 
 
 def explain(jitted_fn) -> list[EntryGuards]:

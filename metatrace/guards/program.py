@@ -159,6 +159,16 @@ def _size_names(inputs) -> set[str]:
             for s in p._shape if isinstance(s, NumberProxy)}
 
 
+def _with_reason(guard, reasons: dict[str, str]) -> str:
+    """A pin (one input size or number equal to a constant) says what fixed it: the value baked
+    in and the line that did (``k.shape[1] == 4 (float() at model.py:12 in forward)``). A
+    relation or a pin that only branches decided reads as it is."""
+    parts = guard.parts
+    is_pin = len(guard.leaves) == 1 and len(parts) == 3 and parts[1] == "=="
+    reason = reasons.get(guard.leaves[0]) if is_pin else None
+    return f"{guard.text} ({reason})" if reason else guard.text
+
+
 def add_prologue_constraints(
     ctx, inputs, computation_trace, collector: GuardCollector, names: dict[str, str] | None = None
 ) -> list[str]:
@@ -176,6 +186,7 @@ def add_prologue_constraints(
     value_checked: set[str] = set()
     guards, texts, seen = [], [], set()
     leaves: dict[str, NumberProxy] = {}
+    reasons: dict[str, str] = {}  # leaf name -> what first baked in a value computed from it
     pin_all = None
     for guard in collector.guards:
         guard = normalize(guard, producers)
@@ -200,11 +211,13 @@ def add_prologue_constraints(
             continue
         for p in guard_leaves:
             leaves.setdefault(p.name, p)
+            if guard.why != "branch":
+                reasons.setdefault(p.name, guard.why + (f" at {guard.where}" if guard.where else ""))
         guards.append(guard)
     program_id = new_id("g")
     try:
         checked = simplify(guards, producers, input_sizes_and_numbers(inputs), names, sizes)
-        texts = [g.text for g in checked]
+        texts = [_with_reason(g, reasons) for g in checked]
         used = {name for g in checked for name in g.leaves}
         program = GuardProgram(program_id, checked, texts, [p for n, p in leaves.items() if n in used], producers)
     except Exception:  # not expected: the guards as recorded are as correct, only longer

@@ -55,7 +55,7 @@ def project(values, producers: dict[str, Any], is_leaf=is_leaf) -> tuple[list, l
     def visit(x):
         if not isinstance(x, NumberProxy):
             if isinstance(x, Proxy):
-                raise Unprojectable(f"{x.name} is not a number")
+                raise Unprojectable(f"a value that is not a number ({type(x).__name__})")
             return
         if x.name in done or is_static_value(x):
             return
@@ -65,11 +65,11 @@ def project(values, producers: dict[str, Any], is_leaf=is_leaf) -> tuple[list, l
             return
         bsym = producers.get(x.name)
         if bsym is None:
-            raise Unprojectable(f"{x.name} has no producer")
+            raise Unprojectable("a number computed outside the trace")
         if bsym.sym.id not in REPLAYABLE:
-            raise Unprojectable(f"{x.name} is produced by {bsym.sym.name}, which the prologue cannot run")
+            raise Unprojectable(f"a number computed by {bsym.sym.name}, which the prologue cannot run")
         if x.name in visiting:
-            raise Unprojectable(f"{x.name} depends on itself")
+            raise Unprojectable("a number that depends on itself")
         visiting.add(x.name)
         for arg in bsym.flat_args:
             visit(arg)
