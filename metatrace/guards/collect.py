@@ -23,10 +23,12 @@ True) and each value baked in (``d == 1`` used as a dimension). When the prologu
 from __future__ import annotations
 
 import math
+import os
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import thunder
 import thunder.core.prims as prims
 from thunder.core.proxies import NumberProxy
 
@@ -63,16 +65,25 @@ def concretization_site(limit: int = 40) -> str:
     return ""
 
 
+_THUNDER_DIR = os.path.dirname(thunder.__file__) + os.sep
+
+
 def _interpreted_line() -> str:
-    """The line of user code thunder's interpreter is running, or ''."""
+    """The line of user code thunder's interpreter is running, or ''. thunder interprets some of
+    its own helpers too (``getitem_impl`` for ``t[i]``): the innermost frame outside thunder."""
     from thunder.core.interpreter import get_interpreterruntimectx
 
     try:
-        frame = get_interpreterruntimectx().frame_stack[-1]
-    except (LookupError, IndexError, AttributeError):
+        frames = get_interpreterruntimectx().frame_stack
+    except (LookupError, AttributeError):
         return ""
-    line = frame.positions.lineno if frame.positions else "?"
-    return f"{frame.code.co_filename}:{line} in {frame.code.co_name}"
+    for frame in reversed(frames):
+        path = frame.code.co_filename
+        if path.startswith(_THUNDER_DIR):
+            continue
+        line = frame.positions.lineno if frame.positions else "?"
+        return f"{path}:{line} in {frame.code.co_name}"
+    return ""
 
 
 class DataDependentError(RuntimeError):

@@ -187,6 +187,7 @@ def add_prologue_constraints(
     guards, texts, seen = [], [], set()
     leaves: dict[str, NumberProxy] = {}
     reasons: dict[str, str] = {}  # leaf name -> what first baked in a value computed from it
+    decided: dict[str, str] = {}  # leaf name -> the first branch or check that read it
     pin_all = None
     for guard in collector.guards:
         guard = normalize(guard, producers)
@@ -213,11 +214,13 @@ def add_prologue_constraints(
             leaves.setdefault(p.name, p)
             if guard.why != "branch":
                 reasons.setdefault(p.name, guard.why + (f" at {guard.where}" if guard.where else ""))
+            elif guard.where:
+                decided.setdefault(p.name, f"checked at {guard.where}")
         guards.append(guard)
     program_id = new_id("g")
     try:
         checked = simplify(guards, producers, input_sizes_and_numbers(inputs), names, sizes)
-        texts = [_with_reason(g, reasons) for g in checked]
+        texts = [_with_reason(g, decided | reasons) for g in checked]
         used = {name for g in checked for name in g.leaves}
         program = GuardProgram(program_id, checked, texts, [p for n, p in leaves.items() if n in used], producers)
     except Exception:  # not expected: the guards as recorded are as correct, only longer
