@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from metatrace import thunderfx
 from metatrace.codegen import cache
 from metatrace.proxies import clang_math, numel, printing, renames, number_methods, shape_reads
+from metatrace.proxies import float_numbers
 from metatrace.grad import deferred_guards, rules
 from metatrace.guards import prologue_op
 from metatrace.interpret import jit, module_state, python_values
@@ -231,6 +232,7 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
             printing.install()
             shape_reads.install()
             thunderfx.install()
+            float_numbers._install_floats()  # TODO(patch rows)
         except BaseException:
             _restore(installed)
             raise
@@ -254,6 +256,7 @@ def _restore(installed: _Installed) -> None:
     printing.uninstall()
     shape_reads.uninstall()
     thunderfx.uninstall()
+    float_numbers._uninstall_floats()  # TODO(patch rows)
     # Last: the metas were swapped first, and later steps wrap some of them again.
     for sym, original in reversed(installed.swapped):
         object.__setattr__(sym, "meta", original)

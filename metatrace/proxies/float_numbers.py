@@ -1,0 +1,237 @@
+"""Floats computed from symbolic numbers stay symbolic (issue 17).
+
+Under ``cache="symbolic values"`` thunder turns a number input or a tensor size into a
+NumberProxy, but the float built from it is read as a constant: ``float(n)`` and ``math.sqrt(n)``
+call ``NumberProxy.__float__``, which the safety net guards by equality (one compile per size:
+``1.0 / math.sqrt(k.size(-1))`` in attention). While enabled:
+
+- In user code (the jit's lookasides), ``float(n)`` is ``prims.convert_element_type(n, float)``
+  and ``math.sqrt(n)`` is ``prims.sqrt`` of that float, both number ops of
+  ``metatrace.metas.number_ops`` (the prologue replays them, the python executor runs them), so a
+  decision on such a float is guarded by its relation, computed exactly as Python computes it
+  (NaN, signed zeros and rounding included: the guard evaluates the same Python operations).
+  ``math.sqrt`` of a negative number raises ``ValueError`` at trace time, as in eager; the
+  python executor's implementation is ``math.sqrt`` itself.
+- In thunder's own decompositions (not interpreted), Python requires ``int()`` to return an int:
+  ``F.interpolate`` computes each output size as ``int(scale * size)``. Its meta runs with
+  ``int`` of a float symbol as ``math.trunc`` (``prims.convert_element_type(x, int)``, replayable),
+  so the output sizes are symbols and the branches on them (``output_dim <= input_dim``,
+  ``output_dim % input_dim == 0``) are relations.
+- ``torch.einsum`` asks ``opt_einsum.contract_path`` for a contraction order with the operands'
+  shapes; opt_einsum hashes and compares the sizes (each an equality guard). With at most two
+  operands the order is unique and what thunder reads of it (the operand indices, the labels
+  contracted, the equation and whether it is an outer product) does not depend on the sizes, so
+  the path is computed with the sizes' values, unguarded. With three or more the order depends on
+  the sizes: those stay guarded by equality (``contract_path`` sees the proxies).
+
+``_install_floats``/``_uninstall_floats`` install these. TODO(patch rows): to become rows of
+``metatrace.install.PATCHES`` (lookasides of ``jit_ext._general_jit_lookaside_map``, metas of
+ltorch symbols: both kinds already have rows).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import types
+
+import thunder.core.jit_ext as jit_ext
+import thunder.core.prims as prims
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst, wrap, wrap_const
+from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
+
+from metatrace.metas import concretizations
+
+_MISSING = object()
+_saved: dict = {}
+
+
+def _collecting() -> bool:
+    """metatrace traces under symbolic values (a guard collector listens)."""
+    return concretizations.COLLECTOR.get() is not None
+
+
+def _symbolic_number(x) -> bool:
+    return isinstance(x, NumberProxy) and getattr(x, "python_type", None) in (bool, int, float)
+
+
+def as_float(x):
+    """``float(x)`` on a number proxy, recorded: the proxy itself when it is a float."""
+    if isinstance(x, FloatProxy) or getattr(x, "python_type", None) is float:
+        return x
+    return prims.convert_element_type(x, float)
+
+
+def sqrt(x):
+    """``math.sqrt(x)`` on a number proxy, recorded (a float)."""
+    return prims.sqrt(as_float(x))
+
+
+def _wrapped_result(fn, res, args):
+    pr = ProvenanceRecord(PseudoInst.OPAQUE, inputs=[wrap_const(fn).provenance, *(a.provenance for a in args)])
+    return wrap(res, provenance=pr)
+
+
+def _float_lookaside(*args, **kwargs):
+    if len(args) == 1 and not kwargs and _collecting() and _symbolic_number(args[0].value):
+        return _wrapped_result(float, as_float(args[0].value), args)
+    original = _saved.get(("lookaside", float), _MISSING)
+    if original is not _MISSING and original is not None:
+        return original(*args, **kwargs)
+    # float is a type: without a lookaside the interpreter calls it through type.__call__
+    from thunder.core.interpreter import _type_call_lookaside
+
+    return _type_call_lookaside(wrap_const(float), *args, **kwargs)
+
+
+def _sqrt_lookaside(*args, **kwargs):
+    if len(args) == 1 and not kwargs and _collecting() and _symbolic_number(args[0].value):
+        return _wrapped_result(math.sqrt, sqrt(args[0].value), args)
+    original = _saved.get(("lookaside", math.sqrt), _MISSING)
+    if original is not _MISSING and original is not None:
+        return original(*args, **kwargs)
+    return jit_ext.interpreter_needs_wrap(math.sqrt)(*args, **kwargs)
+
+
+_LOOKASIDES = {float: _float_lookaside, math.sqrt: _sqrt_lookaside}
+
+
+# ---------------------------------------------------------------------------------------------
+# thunder's own code: interpolate's int(), einsum's contraction path
+# ---------------------------------------------------------------------------------------------
+
+
+def _trunc_int(x=0, *args, **kwargs):
+    """``int`` as thunder's interpolate calls it: ``int(x)`` of a float symbol is ``math.trunc(x)``
+    (Python's int of a float truncates, and raises on inf and NaN as trunc does), recorded; an int
+    symbol stays itself; anything else is Python's ``int``."""
+    if not args and not kwargs and isinstance(x, NumberProxy) and _collecting():
+        if isinstance(x, IntegerProxy) and x.python_type is int:
+            return x
+        if getattr(x, "python_type", None) in (bool, float):
+            return math.trunc(x)
+    return int(x, *args, **kwargs)
+
+
+class _IntType(type):
+    """``int`` for thunder's interpolate: ``isinstance(x, int)`` as for ``int``, ``int(x)`` as
+    :func:`_trunc_int`."""
+
+    def __instancecheck__(cls, x):
+        return isinstance(x, int)
+
+    def __subclasscheck__(cls, c):
+        return issubclass(c, int)
+
+    def __call__(cls, *args, **kwargs):
+        return _trunc_int(*args, **kwargs)
+
+
+class _TruncInt(int, metaclass=_IntType):
+    pass
+
+
+def _rebound(fn, globals_: dict):
+    """``fn``'s code run with ``globals_`` (thunder's module globals with some names replaced)."""
+    new = types.FunctionType(fn.__code__, globals_, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    return new
+
+
+def _interpolate_meta(original_meta):
+    import thunder.torch as ltorch
+
+    raw = _unwrap_meta(original_meta)
+
+    @functools.wraps(original_meta)
+    def meta(*args, **kwargs):
+        if not _collecting():
+            return original_meta(*args, **kwargs)
+        # thunder's helpers, with int() of a float symbol recorded (read live from ltorch's globals)
+        g = dict(vars(ltorch))
+        g["int"] = _TruncInt
+        for name in ("_interpolate_scale_factor_helper", "_interpolate_size_helper"):
+            g[name] = _rebound(getattr(ltorch, name), g)
+        from thunder.core.langctxs import Languages, langctx
+
+        return langctx(Languages.TORCH)(_rebound(raw, g))(*args, **kwargs)
+
+    return meta
+
+
+def _unwrap_meta(meta):
+    import inspect
+
+    return inspect.unwrap(meta)
+
+
+class _ContractPathValues:
+    """``opt_einsum`` as thunder's einsum sees it, with ``contract_path`` over shapes' values for
+    at most two operands (see the module docstring)."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+    def contract_path(self, *operands, **kwargs):
+        eq, *tensors = operands
+        if _collecting() and len(tensors) <= 2 and all(hasattr(t, "shape") for t in tensors):
+            shapes = [tuple(s.value if isinstance(s, NumberProxy) and s.value is not None else s for s in t.shape)
+                      for t in tensors]
+            if all(type(s) is int for shape in shapes for s in shape):
+                return self._module.contract_path(eq, *shapes, shapes=True, **kwargs)
+        return self._module.contract_path(*operands, **kwargs)
+
+
+def _einsum_meta(original_meta):
+    import thunder.torch as ltorch
+
+    raw = _unwrap_meta(original_meta)
+    shim = _ContractPathValues(ltorch.opt_einsum)
+
+    @functools.wraps(original_meta)
+    def meta(*args, **kwargs):
+        if not _collecting():
+            return original_meta(*args, **kwargs)
+        g = dict(vars(ltorch))
+        g["opt_einsum"] = shim
+        from thunder.core.langctxs import Languages, langctx
+
+        return langctx(Languages.TORCH)(_rebound(raw, g))(*args, **kwargs)
+
+    return meta
+
+
+def _symbol_metas():
+    import thunder.torch as ltorch
+
+    return ((ltorch.interpolate, _interpolate_meta), (ltorch.einsum, _einsum_meta))
+
+
+# TODO(patch rows): the merge converts these two into rows of metatrace.install.PATCHES.
+def _install_floats() -> None:
+    if _saved:
+        return
+    lookasides = jit_ext._general_jit_lookaside_map
+    for fn, lookaside in _LOOKASIDES.items():
+        _saved[("lookaside", fn)] = lookasides.get(fn, _MISSING)
+        lookasides[fn] = lookaside
+    for sym, wrap_meta in _symbol_metas():
+        _saved[("meta", sym)] = sym.meta
+        object.__setattr__(sym, "meta", wrap_meta(sym.meta))
+
+
+def _uninstall_floats() -> None:
+    lookasides = jit_ext._general_jit_lookaside_map
+    for key, original in reversed(list(_saved.items())):
+        kind, target = key
+        if kind == "lookaside":
+            if original is _MISSING:
+                lookasides.pop(target, None)
+            else:
+                lookasides[target] = original
+        else:
+            object.__setattr__(target, "meta", original)
+    _saved.clear()
