@@ -210,10 +210,41 @@ def _symbol_metas():
     return ((ltorch.interpolate, _interpolate_meta), (ltorch.einsum, _einsum_meta))
 
 
+def _no_gradient(sym):
+    """The grad transform of a number op: its result, no gradient (a Python number has none in
+    eager either). thunder counts a FloatProxy argument as differentiable and looks for the tensor
+    rule (``sqrt``'s backward then gets no cotangent)."""
+
+    def grad_transform(*args, **kwargs):
+        return sym(*args, **kwargs)
+
+    grad_transform.__name__ = f"metatrace_{sym.name}_no_gradient"
+    return grad_transform
+
+
+def _number_impls():
+    """The python executor's implementations metatrace registers for number prims (rows of
+    ``metatrace.metas.number_ops`` with an ``impl``), as (symbol, ImplInfo)."""
+    from thunder.executors.pythonex import ex
+
+    from metatrace.metas import number_ops
+
+    for row in number_ops.PRIM_OPS:
+        if row.impl:
+            sym = getattr(prims, row.name)
+            info = ex.implmap.get(sym.id)
+            if info is not None and getattr(getattr(info, "symbol", None), "name", None) == row.impl:
+                yield sym, info
+
+
 # TODO(patch rows): the merge converts these two into rows of metatrace.install.PATCHES.
 def _install_floats() -> None:
     if _saved:
         return
+    for sym, info in _number_impls():
+        # on ImplInfo objects metatrace.metas.python_executor registered (and removes on disable)
+        _saved[("grad", sym)] = info.grad_transform
+        info.grad_transform = _no_gradient(sym)
     lookasides = jit_ext._general_jit_lookaside_map
     for fn, lookaside in _LOOKASIDES.items():
         _saved[("lookaside", fn)] = lookasides.get(fn, _MISSING)
@@ -227,7 +258,13 @@ def _uninstall_floats() -> None:
     lookasides = jit_ext._general_jit_lookaside_map
     for key, original in reversed(list(_saved.items())):
         kind, target = key
-        if kind == "lookaside":
+        if kind == "grad":
+            from thunder.executors.pythonex import ex
+
+            info = ex.implmap.get(target.id)
+            if info is not None:
+                info.grad_transform = original
+        elif kind == "lookaside":
             if original is _MISSING:
                 lookasides.pop(target, None)
             else:
