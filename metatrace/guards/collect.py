@@ -148,6 +148,9 @@ class GuardCollector:
     # Producers of the numbers the runtime recorded, including ones later pruned from the trace.
     recorded: dict[str, Any] = field(default_factory=dict)
     _data_sources: dict[str, Any] = field(default_factory=dict)
+    # An integer beyond 2**53 was converted to float: the guards are checked as recorded
+    # (metatrace.proxies.float_numbers.guard_exact_float).
+    inexact_float: bool = False
 
     def relation(self, op: str, lhs: Any, rhs: Any, value: bool) -> None:
         if not value and op in ORDERED:

@@ -159,6 +159,10 @@ def _size_names(inputs) -> set[str]:
             for s in p._shape if isinstance(s, NumberProxy)}
 
 
+class _AsRecorded(Exception):
+    """This entry's guards are checked as recorded (not simplified)."""
+
+
 def add_prologue_constraints(
     ctx, inputs, computation_trace, collector: GuardCollector, names: dict[str, str] | None = None
 ) -> list[str]:
@@ -203,12 +207,17 @@ def add_prologue_constraints(
         guards.append(guard)
     program_id = new_id("g")
     try:
+        if getattr(collector, "inexact_float", False):
+            # an integer beyond 2**53 was converted to float: the algebra's reading of float(n)
+            # as n does not hold (metatrace.proxies.float_numbers.guard_exact_float)
+            raise _AsRecorded()
         checked = simplify(guards, producers, input_sizes_and_numbers(inputs), names, sizes)
         texts = [g.text for g in checked]
         used = {name for g in checked for name in g.leaves}
         program = GuardProgram(program_id, checked, texts, [p for n, p in leaves.items() if n in used], producers)
-    except Exception:  # not expected: the guards as recorded are as correct, only longer
-        logger.warning("guard simplification failed: checking the guards as recorded", exc_info=True)
+    except Exception as e:  # not expected: the guards as recorded are as correct, only longer
+        if not isinstance(e, _AsRecorded):
+            logger.warning("guard simplification failed: checking the guards as recorded", exc_info=True)
         checked, texts = guards, [describe_guard(guard, producers, names) for guard in guards]
         program = GuardProgram(program_id, guards, texts, list(leaves.values()), producers)
     if checked:

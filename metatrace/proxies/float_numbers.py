@@ -35,6 +35,7 @@ import functools
 import math
 import types
 
+import thunder.core.dtypes as dtypes
 import thunder.core.jit_ext as jit_ext
 import thunder.core.prims as prims
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst, wrap, wrap_const
@@ -65,6 +66,44 @@ def as_float(x):
 def sqrt(x):
     """``math.sqrt(x)`` on a number proxy, recorded (a float)."""
     return prims.sqrt(as_float(x))
+
+
+EXACT = 2**53  # every int of at most this magnitude is exact in a double
+
+
+def guard_exact_float(bsym) -> None:
+    """``convert_element_type(n, float)`` of an integer symbol (``float(n)``, thunder's ``n / m``):
+    the guards' algebra reads ``float(n)`` as ``n`` (``metatrace.guards.simplify``: integers
+    converted to float are exact), which holds for ``|n| <= 2**53`` only (``float(2**53 + 1) ==
+    2**53 + 1`` is False). So the conversion is guarded by that range; for a value outside it the
+    entry's guards are checked as recorded, unsimplified (``collector.inexact_float``). Called for every recorded
+    bound symbol (``BoundSymbol.__post_init__``) while a guard collector listens."""
+    if bsym.sym.id is not prims.PrimIDs.CONVERT_ELEMENT_TYPE or len(bsym.args) != 2:
+        return
+    x, to = bsym.args
+    if not isinstance(x, IntegerProxy) or getattr(x, "python_type", None) is not int:
+        return
+    try:
+        target = to if isinstance(to, type) else dtypes.dtype_to_numbertype(to)
+    except Exception:
+        return
+    if target not in (float, complex):
+        return
+    value = x.value
+    if type(value) is not int:
+        return  # read from tensor data (no value): a decision on it raises DataDependentError
+    if -EXACT <= value <= EXACT:
+        concretizations.relation("le", x, EXACT, True)
+        concretizations.relation("ge", x, -EXACT, True)
+    else:
+        # The range guard would not hold: this entry's guards are checked as recorded (Python
+        # evaluates float(n) exactly), not simplified (metatrace.guards.program).
+        collector = concretizations.COLLECTOR.get()
+        if collector is not None:
+            try:
+                collector.inexact_float = True
+            except AttributeError:
+                concretizations.static(x, value, f"float() of an int beyond 2**53 ({value})")
 
 
 def _wrapped_result(fn, res, args):

@@ -35,6 +35,7 @@ from thunder.core.trace import get_tracectx
 
 import metatrace.metas.runtime as runtime
 from metatrace.metas import python_executor, concretizations
+from metatrace.proxies import float_numbers
 
 _originals: dict = {}
 
@@ -161,6 +162,8 @@ def _report_producer(bsym) -> None:
     ):
         if bsym.sym.id != prims.PrimIDs.SHAPE:  # shape re-binds a tensor's sizes, never defines them
             concretizations.produced(bsym)
+            # float(n) is exact for |n| <= 2**53 only: what the guards' algebra assumes, guarded
+            float_numbers.guard_exact_float(bsym)
 
 
 def _bool(self) -> bool:
