@@ -22,11 +22,16 @@ call ``NumberProxy.__float__``, which the safety net guards by equality (one com
   operands the order is unique and what thunder reads of it (the operand indices, the labels
   contracted, the equation and whether it is an outer product) does not depend on the sizes, so
   the path is computed with the sizes' values, unguarded. With three or more the order depends on
-  the sizes: those stay guarded by equality (``contract_path`` sees the proxies).
+  the sizes: each is guarded by equality, the guard naming einsum's contraction order.
+
+- thunder's automatically registered torch ops (``Tensor.new_full``) run torch's meta on the
+  numbers' values, read silently (a wrong result: ``x.new_full((n,), 2.0).shape[0]`` stayed the
+  first ``n``): ``thunder.torch._get_fake_arg`` now guards each value by equality, naming why.
 
 ``_install_floats``/``_uninstall_floats`` install these. TODO(patch rows): to become rows of
 ``metatrace.install.PATCHES`` (lookasides of ``jit_ext._general_jit_lookaside_map``, metas of
-ltorch symbols: both kinds already have rows).
+ltorch symbols and the python executor's ImplInfo of metatrace's own impls: those kinds already
+have rows; ``thunder.torch._get_fake_arg`` needs a new row).
 """
 
 from __future__ import annotations
@@ -216,10 +221,17 @@ class _ContractPathValues:
 
     def contract_path(self, *operands, **kwargs):
         eq, *tensors = operands
-        if _collecting() and len(tensors) <= 2 and all(hasattr(t, "shape") for t in tensors):
+        if _collecting() and all(hasattr(t, "shape") for t in tensors):
             shapes = [tuple(s.value if isinstance(s, NumberProxy) and s.value is not None else s for s in t.shape)
                       for t in tensors]
             if all(type(s) is int for shape in shapes for s in shape):
+                if len(tensors) > 2:
+                    # the contraction order depends on the sizes: each is baked in, guarded by equality
+                    why = f"torch.einsum's contraction order over {len(tensors)} operands (opt_einsum.contract_path)"
+                    for t in tensors:
+                        for size in t.shape:
+                            if isinstance(size, NumberProxy):
+                                concretizations.static(size, size.value, why)
                 return self._module.contract_path(eq, *shapes, shapes=True, **kwargs)
         return self._module.contract_path(*operands, **kwargs)
 
@@ -243,10 +255,82 @@ def _einsum_meta(original_meta):
     return meta
 
 
+_FAKE_ARG_WHY = "a number argument of a torch op thunder registered automatically (torch's meta runs on values)"
+
+
+def _guarded_fake_arg(original):
+    """``thunder.torch._get_fake_arg``: thunder's automatically registered torch ops
+    (``Tensor.new_full``, ...) run torch's meta on fake tensors, reading a number proxy's value
+    silently (``x.new_full((n,), 2.0).shape[0]`` stayed 3 for every ``n``). The value is baked
+    in, so it is guarded by equality, the guard naming why."""
+
+    @functools.wraps(original)
+    def fake_arg(inp):
+        if isinstance(inp, NumberProxy) and inp.value is not None:
+            concretizations.static(inp, inp.value, _FAKE_ARG_WHY)
+        return original(inp)
+
+    return fake_arg
+
+
+def _new_full_meta(original_meta):
+    """``Tensor.new_full(size, fill_value)``: thunder registers it automatically (torch's meta on
+    values, every number baked in). Its result is known without torch: ``size`` as given (symbols
+    stay symbols, each checked ``>= 0`` as torch does), the tensor's dtype and device unless given;
+    the torch executor runs ``new_full`` itself with the call's numbers."""
+    from numbers import Number
+
+    import thunder.core.devices as devices
+    import thunder.core.utils as utils
+    from thunder.core.proxies import TensorProxy
+
+    @functools.wraps(original_meta)
+    def meta(a, size, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        plain = (
+            _collecting()
+            and isinstance(a, TensorProxy)
+            and type(size) in (tuple, list)
+            and all(isinstance(s, IntegerProxy) and s.python_type is int or type(s) is int for s in size)
+            and isinstance(fill_value, (Number, NumberProxy))
+            and layout in (None, torch_strided())
+            and not pin_memory
+            and type(requires_grad) is bool
+        )
+        if not plain:
+            kwargs = {"dtype": dtype, "device": device, "requires_grad": requires_grad, "pin_memory": pin_memory}
+            if layout is not None:
+                kwargs["layout"] = layout
+            return original_meta(a, size, fill_value, **kwargs)
+        for s in size:
+            utils.check(s >= 0, lambda: f"Trying to create tensor with negative dimension {s}", exception_type=RuntimeError)
+        import thunder.torch as ltorch
+
+        return TensorProxy(
+            shape=tuple(size),
+            device=devices.to_device(device) if device is not None else a.device,
+            dtype=ltorch.to_dtype(dtype) if dtype is not None else a.dtype,
+            requires_grad=requires_grad,
+        )
+
+    return meta
+
+
+def torch_strided():
+    import torch
+
+    return torch.strided
+
+
 def _symbol_metas():
+    import torch
+
     import thunder.torch as ltorch
 
-    return ((ltorch.interpolate, _interpolate_meta), (ltorch.einsum, _einsum_meta))
+    return (
+        (ltorch.interpolate, _interpolate_meta),
+        (ltorch.einsum, _einsum_meta),
+        (ltorch._torch_to_thunder_function_map[torch.Tensor.new_full], _new_full_meta),
+    )
 
 
 def _no_gradient(sym):
@@ -291,6 +375,11 @@ def _install_floats() -> None:
     for sym, wrap_meta in _symbol_metas():
         _saved[("meta", sym)] = sym.meta
         object.__setattr__(sym, "meta", wrap_meta(sym.meta))
+    import thunder.torch as ltorch
+
+    # a new patch on a thunder module attribute (thunder.torch._get_fake_arg)
+    _saved[("attr", ltorch)] = ltorch._get_fake_arg
+    ltorch._get_fake_arg = _guarded_fake_arg(ltorch._get_fake_arg)
 
 
 def _uninstall_floats() -> None:
@@ -303,6 +392,8 @@ def _uninstall_floats() -> None:
             info = ex.implmap.get(target.id)
             if info is not None:
                 info.grad_transform = original
+        elif kind == "attr":
+            target._get_fake_arg = original
         elif kind == "lookaside":
             if original is _MISSING:
                 lookasides.pop(target, None)
