@@ -376,7 +376,15 @@ def _install_floats() -> None:
         _saved[("meta", sym)] = sym.meta
         object.__setattr__(sym, "meta", wrap_meta(sym.meta))
     import thunder.torch as ltorch
+    import torch
+    from thunder.core.transforms import nondifferentiable_vjp_symbols
 
+    # Tensor.new_full makes a new tensor: no gradient flows to the tensor it is called on (thunder's
+    # automatic backward would bake the size in through torch's meta)
+    new_full = ltorch._torch_to_thunder_function_map[torch.Tensor.new_full]
+    if new_full.id not in nondifferentiable_vjp_symbols:
+        nondifferentiable_vjp_symbols.add(new_full.id)
+        _saved[("nondiff", new_full.id)] = True
     # a new patch on a thunder module attribute (thunder.torch._get_fake_arg)
     _saved[("attr", ltorch)] = ltorch._get_fake_arg
     ltorch._get_fake_arg = _guarded_fake_arg(ltorch._get_fake_arg)
@@ -392,6 +400,10 @@ def _uninstall_floats() -> None:
             info = ex.implmap.get(target.id)
             if info is not None:
                 info.grad_transform = original
+        elif kind == "nondiff":
+            from thunder.core.transforms import nondifferentiable_vjp_symbols
+
+            nondifferentiable_vjp_symbols.discard(target)
         elif kind == "attr":
             target._get_fake_arg = original
         elif kind == "lookaside":
