@@ -184,6 +184,24 @@ def test_new_full_size_from_a_number_is_not_baked_in(enabled):
     assert thunder.cache_misses(jf) == 1
 
 
+@pytest.mark.parametrize("method", ["new_zeros", "new_ones", "new_empty"])
+def test_new_factory_size_from_a_number(enabled, method):
+    fn = lambda x, n: x * getattr(x, method)((n, 2)).shape[0]  # noqa: E731
+    eager, got, jf = _run(fn, [(torch.ones(2), n) for n in (3, 4, 1)])
+    assert all(_same(e, g) for e, g in zip(eager, got))
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_auto_registered_op_guards_the_numbers_it_bakes_in(enabled):
+    """``torch.roll`` is registered automatically (torch's meta on values): its shift is baked
+    in, guarded by equality (before: read silently, harmless for roll, whose result's shape does
+    not depend on it, a wrong result for ``new_empty((n,))``)."""
+    fn = lambda x, n: torch.roll(x, n)  # noqa: E731
+    eager, got, jf = _run(fn, [(torch.arange(4.0), n) for n in (1, 2, 1)])
+    assert all(_same(e, g) for e, g in zip(eager, got))
+    assert thunder.cache_misses(jf) == 2
+
+
 def test_new_full_with_a_gradient(enabled):
     fn = lambda x, n: (x * 2).sum() + x.new_full((n,), n / 2).sum()  # noqa: E731
     jf = thunder.jit(fn, cache="symbolic values")

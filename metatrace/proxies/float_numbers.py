@@ -26,12 +26,13 @@ call ``NumberProxy.__float__``, which the safety net guards by equality (one com
 
 - thunder's automatically registered torch ops (``Tensor.new_full``) run torch's meta on the
   numbers' values, read silently (a wrong result: ``x.new_full((n,), 2.0).shape[0]`` stayed the
-  first ``n``): ``thunder.torch._get_fake_arg`` now guards each value by equality, naming why.
+  first ``n``): their metas now guard each number by equality, naming why. ``Tensor.new_full``
+  gets a meta of its own (its size stays symbolic) and carries no gradient.
 
 ``_install_floats``/``_uninstall_floats`` install these. TODO(patch rows): to become rows of
 ``metatrace.install.PATCHES`` (lookasides of ``jit_ext._general_jit_lookaside_map``, metas of
-ltorch symbols and the python executor's ImplInfo of metatrace's own impls: those kinds already
-have rows; ``thunder.torch._get_fake_arg`` needs a new row).
+ltorch symbols, ``nondifferentiable_vjp_symbols`` and the python executor's ImplInfo of
+metatrace's own impls: those kinds already have rows).
 """
 
 from __future__ import annotations
@@ -258,61 +259,90 @@ def _einsum_meta(original_meta):
 _FAKE_ARG_WHY = "a number argument of a torch op thunder registered automatically (torch's meta runs on values)"
 
 
-def _guarded_fake_arg(original):
-    """``thunder.torch._get_fake_arg``: thunder's automatically registered torch ops
-    (``Tensor.new_full``, ...) run torch's meta on fake tensors, reading a number proxy's value
-    silently (``x.new_full((n,), 2.0).shape[0]`` stayed 3 for every ``n``). The value is baked
-    in, so it is guarded by equality, the guard naming why."""
+def _guarding_meta(original):
+    """The meta of a torch op thunder registered automatically (``meta_adaptor``: torch's meta runs
+    on fake tensors, ``_get_fake_arg`` reading a number proxy's value silently, so that
+    ``x.new_full((n,), 2.0).shape[0]`` stayed 3 for every ``n``). The numbers are baked in: each is
+    guarded by equality, the guard naming why."""
+    from thunder.core.pytree import tree_flatten
 
     @functools.wraps(original)
-    def fake_arg(inp):
-        if isinstance(inp, NumberProxy) and inp.value is not None:
-            concretizations.static(inp, inp.value, _FAKE_ARG_WHY)
-        return original(inp)
+    def meta(*args, **kwargs):
+        for leaf in tree_flatten((args, kwargs))[0]:
+            if isinstance(leaf, NumberProxy) and leaf.value is not None:
+                concretizations.static(leaf, leaf.value, _FAKE_ARG_WHY)
+        return original(*args, **kwargs)
 
-    return fake_arg
+    return meta
 
 
-def _new_full_meta(original_meta):
-    """``Tensor.new_full(size, fill_value)``: thunder registers it automatically (torch's meta on
-    values, every number baked in). Its result is known without torch: ``size`` as given (symbols
-    stay symbols, each checked ``>= 0`` as torch does), the tensor's dtype and device unless given;
-    the torch executor runs ``new_full`` itself with the call's numbers."""
+def _auto_registered() -> list:
+    """thunder's automatically registered torch op symbols, each once."""
+    import thunder.torch as ltorch
+
+    seen, out = set(), []
+    for sym in ltorch._torch_to_thunder_function_map.values():
+        if id(sym) in seen or prims.OpTags.AUTO_REGISTERED not in (getattr(sym, "tags", None) or ()):
+            continue
+        seen.add(id(sym))
+        out.append(sym)
+    return out
+
+
+_NEW_FACTORY_KWARGS = frozenset(("dtype", "device", "requires_grad", "layout", "pin_memory"))
+
+
+def _new_factory_meta(original_meta, with_fill: bool):
+    """``Tensor.new_full(size, fill_value)``, ``new_zeros``/``new_ones``/``new_empty(size)``:
+    thunder registers them automatically (torch's meta on values, every number baked in). Their
+    result is known without torch: ``size`` as given (symbols stay symbols, each checked ``>= 0``
+    as torch does), the tensor's dtype and device unless given; the torch executor runs the method
+    itself with the call's numbers. Any other form of call goes to thunder's meta (guarded)."""
     from numbers import Number
 
     import thunder.core.devices as devices
     import thunder.core.utils as utils
     from thunder.core.proxies import TensorProxy
 
+    guarded = _guarding_meta(original_meta)
+
     @functools.wraps(original_meta)
-    def meta(a, size, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+    def meta(a, *args, **kwargs):
+        size = args[0] if args else None
         plain = (
             _collecting()
             and isinstance(a, TensorProxy)
+            and len(args) == (2 if with_fill else 1)
             and type(size) in (tuple, list)
-            and all(isinstance(s, IntegerProxy) and s.python_type is int or type(s) is int for s in size)
-            and isinstance(fill_value, (Number, NumberProxy))
-            and layout in (None, torch_strided())
-            and not pin_memory
-            and type(requires_grad) is bool
+            and all((isinstance(s, IntegerProxy) and s.python_type is int) or type(s) is int for s in size)
+            and (not with_fill or isinstance(args[1], (Number, NumberProxy)))
+            and set(kwargs) <= _NEW_FACTORY_KWARGS
+            and kwargs.get("layout") in (None, torch_strided())
+            and not kwargs.get("pin_memory", False)
+            and type(kwargs.get("requires_grad", False)) is bool
         )
         if not plain:
-            kwargs = {"dtype": dtype, "device": device, "requires_grad": requires_grad, "pin_memory": pin_memory}
-            if layout is not None:
-                kwargs["layout"] = layout
-            return original_meta(a, size, fill_value, **kwargs)
+            return guarded(a, *args, **kwargs)
         for s in size:
             utils.check(s >= 0, lambda: f"Trying to create tensor with negative dimension {s}", exception_type=RuntimeError)
         import thunder.torch as ltorch
 
+        dtype, device = kwargs.get("dtype"), kwargs.get("device")
         return TensorProxy(
             shape=tuple(size),
             device=devices.to_device(device) if device is not None else a.device,
             dtype=ltorch.to_dtype(dtype) if dtype is not None else a.dtype,
-            requires_grad=requires_grad,
+            requires_grad=kwargs.get("requires_grad", False),
         )
 
     return meta
+
+
+def _new_factories() -> dict:
+    import torch
+
+    return {torch.Tensor.new_full: True, torch.Tensor.new_zeros: False, torch.Tensor.new_ones: False,
+            torch.Tensor.new_empty: False}
 
 
 def torch_strided():
@@ -329,7 +359,11 @@ def _symbol_metas():
     return (
         (ltorch.interpolate, _interpolate_meta),
         (ltorch.einsum, _einsum_meta),
-        (ltorch._torch_to_thunder_function_map[torch.Tensor.new_full], _new_full_meta),
+        *(
+            (ltorch._torch_to_thunder_function_map[method], functools.partial(_new_factory_meta, with_fill=fill))
+            for method, fill in _new_factories().items()
+            if method in ltorch._torch_to_thunder_function_map
+        ),
     )
 
 
@@ -375,19 +409,21 @@ def _install_floats() -> None:
     for sym, wrap_meta in _symbol_metas():
         _saved[("meta", sym)] = sym.meta
         object.__setattr__(sym, "meta", wrap_meta(sym.meta))
+    for sym in _auto_registered():
+        if ("meta", sym) not in _saved:
+            _saved[("meta", sym)] = sym.meta
+            object.__setattr__(sym, "meta", _guarding_meta(sym.meta))
     import thunder.torch as ltorch
     import torch
     from thunder.core.transforms import nondifferentiable_vjp_symbols
 
-    # Tensor.new_full makes a new tensor: no gradient flows to the tensor it is called on (thunder's
-    # automatic backward would bake the size in through torch's meta)
-    new_full = ltorch._torch_to_thunder_function_map[torch.Tensor.new_full]
-    if new_full.id not in nondifferentiable_vjp_symbols:
-        nondifferentiable_vjp_symbols.add(new_full.id)
-        _saved[("nondiff", new_full.id)] = True
-    # a new patch on a thunder module attribute (thunder.torch._get_fake_arg)
-    _saved[("attr", ltorch)] = ltorch._get_fake_arg
-    ltorch._get_fake_arg = _guarded_fake_arg(ltorch._get_fake_arg)
+    # Tensor.new_full & co. make a new tensor: no gradient flows to the tensor they are called on
+    # (thunder's automatic backward would bake the size in through torch's meta)
+    for method in _new_factories():
+        sym = ltorch._torch_to_thunder_function_map.get(method)
+        if sym is not None and sym.id not in nondifferentiable_vjp_symbols:
+            nondifferentiable_vjp_symbols.add(sym.id)
+            _saved[("nondiff", sym.id)] = True
 
 
 def _uninstall_floats() -> None:
@@ -404,8 +440,6 @@ def _uninstall_floats() -> None:
             from thunder.core.transforms import nondifferentiable_vjp_symbols
 
             nondifferentiable_vjp_symbols.discard(target)
-        elif kind == "attr":
-            target._get_fake_arg = original
         elif kind == "lookaside":
             if original is _MISSING:
                 lookasides.pop(target, None)
