@@ -30,7 +30,7 @@ from typing import Any
 import thunder.core.prims as prims
 from thunder.core.proxies import NumberProxy
 
-from metatrace.guards.record import Guard, is_leaf
+from metatrace.guards.record import FLOAT_RANGE, Guard, is_leaf
 from metatrace.metas.number_ops import NEGATION
 
 
@@ -164,6 +164,12 @@ class GuardCollector:
         if not value:
             op = NEGATION[op]
         self._add(Guard(op, lhs, rhs, "branch"))
+
+    def float_range(self, x: Any, bound: int) -> None:
+        """``-bound <= x <= bound`` (it holds for the call traced): what ``float(x)`` needs to be
+        exact. Left out where it cannot be projected (``record.FLOAT_RANGE``)."""
+        self._add(Guard("le", x, bound, FLOAT_RANGE))
+        self._add(Guard("ge", x, -bound, FLOAT_RANGE))
 
     def static(self, x: Any, value: Any, why: str) -> None:
         self._add(Guard("eq", x, exact(value), why))

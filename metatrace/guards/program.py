@@ -15,7 +15,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
 from metatrace.guards.collect import ORDERED, GuardCollector, GuardFailure, is_nan
 from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project
-from metatrace.guards.record import Guard, is_leaf
+from metatrace.guards.record import FLOAT_RANGE, Guard, is_leaf
 from metatrace.guards.registry import PROGRAMS, guard_symbol, new_id
 from metatrace.guards.simplify import python_check, recorded_parts
 from metatrace.metas import number_ops
@@ -190,6 +190,10 @@ def add_prologue_constraints(
             _, guard_leaves = project([guard.lhs, guard.rhs], producers)
         except Unprojectable as e:
             logger.debug("cannot project %s %s %s (%s): %s", guard.lhs, guard.op, guard.rhs, guard.why, e)
+            if guard.why == FLOAT_RANGE:
+                # float(n) of a number no guard can express: no simplified guard relies on it
+                seen.discard(guard.key())  # a decision with the same relation is still checked
+                continue
             pin_all = pin_all or (f"{e} at {guard.where}" if guard.where else str(e))
             continue
         if all(p.is_static_constrained() for p in guard_leaves):

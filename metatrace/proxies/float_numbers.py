@@ -99,8 +99,12 @@ def guard_exact_float(bsym) -> None:
     if type(value) is not int:
         return  # read from tensor data (no value): a decision on it raises DataDependentError
     if -EXACT <= value <= EXACT:
-        concretizations.relation("le", x, EXACT, True)
-        concretizations.relation("ge", x, -EXACT, True)
+        collector = concretizations.COLLECTOR.get()
+        if hasattr(collector, "float_range"):
+            collector.float_range(x, EXACT)
+        else:
+            concretizations.relation("le", x, EXACT, True)
+            concretizations.relation("ge", x, -EXACT, True)
     else:
         # The range guard would not hold: this entry's guards are checked as recorded (Python
         # evaluates float(n) exactly), not simplified (metatrace.guards.program).
