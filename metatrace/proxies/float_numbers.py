@@ -81,9 +81,10 @@ def guard_exact_float(bsym) -> None:
     """``convert_element_type(n, float)`` of an integer symbol (``float(n)``, thunder's ``n / m``):
     the guards' algebra reads ``float(n)`` as ``n`` (``metatrace.guards.simplify``: integers
     converted to float are exact), which holds for ``|n| <= 2**53`` only (``float(2**53 + 1) ==
-    2**53 + 1`` is False). So the conversion is guarded by that range; for a value outside it the
-    entry's guards are checked as recorded, unsimplified (``collector.inexact_float``). Called for every recorded
-    bound symbol (``BoundSymbol.__post_init__``) while a guard collector listens."""
+    2**53 + 1`` is False). So the conversion is guarded by that range (``GuardCollector.float_range``);
+    for a value outside it the entry's guards are checked as recorded, unsimplified
+    (``GuardCollector.inexact_float``). Called for every recorded bound symbol
+    (``BoundSymbol.__post_init__``) while a guard collector listens."""
     if bsym.sym.id is not prims.PrimIDs.CONVERT_ELEMENT_TYPE or len(bsym.args) != 2:
         return
     x, to = bsym.args
@@ -328,7 +329,9 @@ def _new_factory_meta(original_meta, with_fill: bool):
         if not plain:
             return guarded(a, *args, **kwargs)
         for s in size:
-            utils.check(s >= 0, lambda: f"Trying to create tensor with negative dimension {s}", exception_type=RuntimeError)
+            utils.check(
+                s >= 0, lambda: f"Trying to create tensor with negative dimension {s}", exception_type=RuntimeError
+            )
         import thunder.torch as ltorch
 
         dtype, device = kwargs.get("dtype"), kwargs.get("device")
