@@ -200,6 +200,7 @@ def test_auto_registered_op_guards_the_numbers_it_bakes_in(enabled):
     eager, got, jf = _run(fn, [(torch.arange(4.0), n) for n in (1, 2, 1)])
     assert all(_same(e, g) for e, g in zip(eager, got))
     assert thunder.cache_misses(jf) == 2
+    assert "n == 1 (a number argument of a torch op thunder registered automatically" in str(metatrace.explain(jf)[0])
 
 
 def test_new_full_with_a_gradient(enabled):
@@ -317,6 +318,13 @@ def test_einsum_of_three_operands_pins_the_sizes(enabled):
     eager, got, jf = _run(fn, calls)
     assert all(_same(e, g) for e, g in zip(eager, got))
     assert thunder.cache_misses(jf) == 2
+
+
+def test_einsum_of_three_operands_names_why_it_pins(enabled):
+    fn = lambda a, b, c: torch.einsum("ij,jk,kl->il", a, b, c)  # noqa: E731
+    _, _, jf = _run(fn, [(torch.randn(2, 3), torch.randn(3, 4), torch.randn(4, 5))])
+    text = "\n".join(map(str, metatrace.explain(jf)))
+    assert "a.shape[0] == 2 (torch.einsum's contraction order" in text
 
 
 # ---------------------------------------------------------------------------------------------

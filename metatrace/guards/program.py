@@ -15,7 +15,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
 from metatrace.guards.collect import ORDERED, GuardCollector, GuardFailure, is_nan
 from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project
-from metatrace.guards.record import FLOAT_RANGE, Guard, is_leaf
+from metatrace.guards.record import FLOAT_RANGE, SHOWN_WHY, Guard, is_leaf
 from metatrace.guards.registry import PROGRAMS, guard_symbol, new_id
 from metatrace.guards.simplify import python_check, recorded_parts
 from metatrace.metas import number_ops
@@ -159,6 +159,16 @@ def _size_names(inputs) -> set[str]:
             for s in p._shape if isinstance(s, NumberProxy)}
 
 
+def _with_reasons(texts: list[str], guards: list[Guard], producers, names) -> list[str]:
+    """Each text that is an equality pinned for a reason ``explain`` names (``record.SHOWN_WHY``),
+    with that reason."""
+    reasons: dict[str, str] = {}
+    for guard in guards:
+        if guard.op == "eq" and guard.why in SHOWN_WHY:
+            reasons.setdefault(describe_guard(guard, producers, names), guard.why)
+    return [f"{t} ({reasons[t]})" if t in reasons else t for t in texts]
+
+
 class _AsRecorded(Exception):
     """This entry's guards are checked as recorded (not simplified)."""
 
@@ -216,7 +226,7 @@ def add_prologue_constraints(
             # as n does not hold (metatrace.proxies.float_numbers.guard_exact_float)
             raise _AsRecorded()
         checked = simplify(guards, producers, input_sizes_and_numbers(inputs), names, sizes)
-        texts = [g.text for g in checked]
+        texts = _with_reasons([g.text for g in checked], guards, producers, names)
         used = {name for g in checked for name in g.leaves}
         program = GuardProgram(program_id, checked, texts, [p for n, p in leaves.items() if n in used], producers)
     except Exception as e:  # not expected: the guards as recorded are as correct, only longer

@@ -31,6 +31,12 @@ class Guard:
 FLOAT_RANGE = "float(n) exact: |n| <= 2**53"
 
 
+# ``Guard.why`` texts that ``explain`` shows next to the equality they pinned (``a.shape[0] == 2
+# (torch.einsum's contraction order ...)``): added by the modules that pin for a reason of
+# thunder's (metatrace.proxies.float_numbers).
+SHOWN_WHY: set[str] = set()
+
+
 def _key(x) -> Any:
     return ("proxy", x.name) if isinstance(x, Proxy) else ("value", type(x).__name__, x)
 

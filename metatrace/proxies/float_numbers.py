@@ -47,6 +47,7 @@ import thunder.core.prims as prims
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst, wrap, wrap_const
 from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
 
+from metatrace.guards.record import SHOWN_WHY
 from metatrace.metas import concretizations
 
 _MISSING = object()
@@ -215,6 +216,9 @@ def _unwrap_meta(meta):
     return inspect.unwrap(meta)
 
 
+_EINSUM_WHY = "torch.einsum's contraction order over 3 or more operands depends on the sizes"
+
+
 class _ContractPathValues:
     """``opt_einsum`` as thunder's einsum sees it, with ``contract_path`` over shapes' values for
     at most two operands (see the module docstring)."""
@@ -233,7 +237,7 @@ class _ContractPathValues:
             if all(type(s) is int for shape in shapes for s in shape):
                 if len(tensors) > 2:
                     # the contraction order depends on the sizes: each is baked in, guarded by equality
-                    why = f"torch.einsum's contraction order over {len(tensors)} operands (opt_einsum.contract_path)"
+                    why = _EINSUM_WHY
                     for t in tensors:
                         for size in t.shape:
                             if isinstance(size, NumberProxy):
@@ -262,6 +266,7 @@ def _einsum_meta(original_meta):
 
 
 _FAKE_ARG_WHY = "a number argument of a torch op thunder registered automatically (torch's meta runs on values)"
+SHOWN_WHY.update((_EINSUM_WHY, _FAKE_ARG_WHY))
 
 
 def _guarding_meta(original):
