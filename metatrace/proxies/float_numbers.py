@@ -60,7 +60,14 @@ def _collecting() -> bool:
 
 
 def _symbolic_number(x) -> bool:
-    return isinstance(x, NumberProxy) and getattr(x, "python_type", None) in (bool, int, float)
+    """A number proxy that stays symbolic: not one thunder treats as a constant (a module's
+    configuration, ``config.head_size``: its value is checked by thunder's prologue, and
+    ``math.sqrt`` of it is a constant, as before)."""
+    return (
+        isinstance(x, NumberProxy)
+        and getattr(x, "python_type", None) in (bool, int, float)
+        and not x.is_static_constrained()
+    )
 
 
 def as_float(x):
