@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from metatrace import patching, thunderfx
 from metatrace.codegen import cache
-from metatrace.proxies import clang_math, numel, number_methods, number_semantics, printing, renames, shape_reads
+from metatrace.proxies import clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads
 from metatrace.grad import deferred_guards, rules
 from metatrace.guards import prologue_op
 from metatrace.interpret import jit, lookasides, module_state, python_values
@@ -136,6 +136,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         # torch-level metas; the python executor's number operators and the prologue's guard operators
         torch_metas.patches,
         python_executor.patches,
+        float_numbers.patches,
         prologue_op.patches,
         # grad transform
         lambda: rules.patches(loaded.grad_rules),

@@ -42,7 +42,8 @@ def pins(jitted_fn) -> list[tuple[int, str]]:
     """Every pin of every cache entry of ``jitted_fn``: (entry index, guard text with its reason)."""
     from metatrace.guards.explain import explain
 
-    return [(entry.index, text) for entry in explain(jitted_fn) for text in entry.guards if _PIN.match(text)]
+    return [(entry.index, text) for entry in explain(jitted_fn) for text in entry.guards
+            if _PIN.match(text) and not text.endswith("(read by the trace)")]  # (a global's value check)
 
 
 def _litgpt(config: str, lora: bool = False):

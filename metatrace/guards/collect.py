@@ -32,7 +32,7 @@ import thunder
 import thunder.core.prims as prims
 from thunder.core.proxies import NumberProxy
 
-from metatrace.guards.record import Guard, is_leaf
+from metatrace.guards.record import FLOAT_RANGE, Guard, is_leaf
 from metatrace.metas.number_ops import NEGATION
 
 
@@ -159,6 +159,9 @@ class GuardCollector:
     # Producers of the numbers the runtime recorded, including ones later pruned from the trace.
     recorded: dict[str, Any] = field(default_factory=dict)
     _data_sources: dict[str, Any] = field(default_factory=dict)
+    # An integer beyond 2**53 was converted to float: the guards are checked as recorded
+    # (metatrace.proxies.float_numbers.guard_exact_float).
+    inexact_float: bool = False
 
     def relation(self, op: str, lhs: Any, rhs: Any, value: bool) -> None:
         if not value and op in ORDERED:
@@ -172,6 +175,12 @@ class GuardCollector:
         if not value:
             op = NEGATION[op]
         self._add(Guard(op, lhs, rhs, "branch"))
+
+    def float_range(self, x: Any, bound: int) -> None:
+        """``-bound <= x <= bound`` (it holds for the call traced): what ``float(x)`` needs to be
+        exact. Left out where it cannot be projected (``record.FLOAT_RANGE``)."""
+        self._add(Guard("le", x, bound, FLOAT_RANGE))
+        self._add(Guard("ge", x, -bound, FLOAT_RANGE))
 
     def static(self, x: Any, value: Any, why: str) -> None:
         self._add(Guard("eq", x, exact(value), why))

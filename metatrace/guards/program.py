@@ -15,7 +15,8 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
 from metatrace.guards.collect import ORDERED, GuardCollector, GuardFailure, is_nan
 from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project
-from metatrace.guards.record import Guard, is_leaf
+from metatrace.guards.record import FLOAT_RANGE, Guard, is_leaf
+from metatrace.metas.concretizations import SHOWN_WHY
 from metatrace.guards.registry import PROGRAMS, guard_symbol, new_id
 from metatrace.guards.simplify import python_check, recorded_parts
 from metatrace.metas import number_ops
@@ -44,16 +45,16 @@ def normalize(guard: Guard, producers: dict[str, Any]) -> Guard:
         nan = next((side for side in (lhs, rhs) if is_nan(side)), None)
         if guard.op == "eq" and op in ORDERED and nan is not None:
             # ``not (f > 0.5)`` with f NaN is not ``f <= 0.5``: guarded as ``f != f`` (f is NaN)
-            return Guard("ne", nan, nan, guard.why)
-        guard = Guard(op if guard.op == "ne" else NEGATION[op], lhs, rhs, guard.why)
+            return Guard("ne", nan, nan, guard.why, guard.where)
+        guard = Guard(op if guard.op == "ne" else NEGATION[op], lhs, rhs, guard.why, guard.where)
     if not isinstance(guard.lhs, NumberProxy) and isinstance(guard.rhs, NumberProxy):
-        guard = Guard(MIRROR[guard.op], guard.rhs, guard.lhs, guard.why)  # 1 <= i -> i >= 1
+        guard = Guard(MIRROR[guard.op], guard.rhs, guard.lhs, guard.why, guard.where)  # 1 <= i -> i >= 1
     elif (
         guard.op in ("eq", "ne")
         and isinstance(guard.rhs, NumberProxy)
         and guard.rhs.name < guard.lhs.name
     ):
-        guard = Guard(guard.op, guard.rhs, guard.lhs, guard.why)  # one order for a == b and b == a
+        guard = Guard(guard.op, guard.rhs, guard.lhs, guard.why, guard.where)  # one order for a == b and b == a
     return guard
 
 
@@ -169,6 +170,10 @@ def _with_reason(guard, reasons: dict[str, str]) -> str:
     return f"{guard.text} ({reason})" if reason else guard.text
 
 
+class _AsRecorded(Exception):
+    """This entry's guards are checked as recorded (not simplified)."""
+
+
 def add_prologue_constraints(
     ctx, inputs, computation_trace, collector: GuardCollector, names: dict[str, str] | None = None
 ) -> list[str]:
@@ -198,6 +203,10 @@ def add_prologue_constraints(
             _, guard_leaves = project([guard.lhs, guard.rhs], producers)
         except Unprojectable as e:
             logger.debug("cannot project %s %s %s (%s): %s", guard.lhs, guard.op, guard.rhs, guard.why, e)
+            if guard.why == FLOAT_RANGE:
+                # float(n) of a number no guard can express: no simplified guard relies on it
+                seen.discard(guard.key())  # a decision with the same relation is still checked
+                continue
             pin_all = pin_all or (f"{e} at {guard.where}" if guard.where else str(e))
             continue
         if all(p.is_static_constrained() for p in guard_leaves):
@@ -212,19 +221,26 @@ def add_prologue_constraints(
             continue
         for p in guard_leaves:
             leaves.setdefault(p.name, p)
-            if guard.why != "branch":
+            if guard.why in SHOWN_WHY:  # a reason explain names over any other (einsum's order, ...)
+                reasons[p.name] = guard.why + (f" at {guard.where}" if guard.where else "")
+            elif guard.why != "branch" and guard.op == "eq":  # a value baked in
                 reasons.setdefault(p.name, guard.why + (f" at {guard.where}" if guard.where else ""))
             elif guard.where:
                 decided.setdefault(p.name, f"checked at {guard.where}")
         guards.append(guard)
     program_id = new_id("g")
     try:
+        if getattr(collector, "inexact_float", False):
+            # an integer beyond 2**53 was converted to float: the algebra's reading of float(n)
+            # as n does not hold (metatrace.proxies.float_numbers.guard_exact_float)
+            raise _AsRecorded()
         checked = simplify(guards, producers, input_sizes_and_numbers(inputs), names, sizes)
         texts = [_with_reason(g, decided | reasons) for g in checked]
         used = {name for g in checked for name in g.leaves}
         program = GuardProgram(program_id, checked, texts, [p for n, p in leaves.items() if n in used], producers)
-    except Exception:  # not expected: the guards as recorded are as correct, only longer
-        logger.warning("guard simplification failed: checking the guards as recorded", exc_info=True)
+    except Exception as e:  # not expected: the guards as recorded are as correct, only longer
+        if not isinstance(e, _AsRecorded):
+            logger.warning("guard simplification failed: checking the guards as recorded", exc_info=True)
         checked, texts = guards, [describe_guard(guard, producers, names) for guard in guards]
         program = GuardProgram(program_id, guards, texts, list(leaves.values()), producers)
     if checked:

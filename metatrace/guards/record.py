@@ -25,6 +25,13 @@ class Guard:
         return (self.op, _key(self.lhs), _key(self.rhs))
 
 
+# ``Guard.why`` of the range guards that make ``float(n)`` exact (|n| <= 2**53,
+# metatrace.proxies.float_numbers): one that cannot be projected to the inputs is left out rather
+# than pinning them (no guard expressed in the inputs can contain that n, so none relies on it).
+FLOAT_RANGE = "float(n) exact: |n| <= 2**53"
+
+
+
 def _key(x) -> Any:
     return ("proxy", x.name) if isinstance(x, Proxy) else ("value", type(x).__name__, x)
 

@@ -20,6 +20,11 @@ class Collector(Protocol):
     def produced(self, bsym: Any) -> None: ...
 
 
+# ``why`` texts that ``explain`` shows before any other reason next to the equality they pinned
+# (``a.shape[0] == 2 (torch.einsum's contraction order ...)``): added by the modules that pin for
+# a reason of thunder's (metatrace.proxies.float_numbers).
+SHOWN_WHY: set[str] = set()
+
 COLLECTOR: ContextVar[Collector | None] = ContextVar("metatrace_guard_collector", default=None)
 
 

@@ -84,12 +84,18 @@ def convert(x, to):
     return to(x) if isinstance(to, type) else dtypes.dtype_to_numbertype(to)(x)
 
 
+def _tensor_abs(x):
+    """``prims.abs`` on a number, as thunder's python executor runs it: a bool stays a bool."""
+    return x if type(x) is bool else builtins.abs(x)
+
+
 def _isint(x) -> bool:
     return type(x) in (int, bool)
 
 
 # What the guard program's Python reads besides builtins (see ``NumberOp.python``).
-NAMESPACE = {"_div": prims._div_numbers, "_math": math, "_convert": convert, "_signbit": prims._signbit_number}
+NAMESPACE = {"_div": prims._div_numbers, "_math": math, "_convert": convert, "_signbit": prims._signbit_number,
+             "_tabs": _tensor_abs}
 
 # Python number types in promotion order.
 _NUMBER_TYPES = (bool, int, float, complex)
@@ -163,6 +169,8 @@ PRIM_OPS: tuple[NumberOp, ...] = (
     _compare("ge", PrimIDs.GE, operator.ge, ">=", "ge", "lt", "le"),
     _prim("neg", PrimIDs.NEG, operator.neg, 1, "-", op="neg", text="-", prec=80, replay=True),
     _prim("py_abs", PrimIDs.PY_ABS, builtins.abs, 1, "abs", replay=True),
+    # thunder's ``abs`` on a number (``NumberProxy.__abs__``): Python's, except that it keeps a bool
+    _prim("abs", PrimIDs.ABS, _tensor_abs, 1, "_tabs", op="tabs", text="abs", replay=True),
     # thunder's python executor does not run these on numbers: metatrace registers ``impl``
     _prim("maximum", PrimIDs.MAXIMUM, builtins.max, 2, "max", replay=True, impl="metatrace_max"),
     _prim("minimum", PrimIDs.MINIMUM, builtins.min, 2, "min", replay=True, impl="metatrace_min"),
@@ -172,6 +180,9 @@ PRIM_OPS: tuple[NumberOp, ...] = (
           impl="metatrace_floor"),
     _prim("trunc", PrimIDs.TRUNC, math.trunc, 1, "_math.trunc", op="trunc", replay=True, finite=True,
           impl="metatrace_trunc"),
+    # ``math.sqrt`` of a number (``float(n)`` first: metatrace.proxies.float_numbers); raises
+    # ValueError on a negative number, as in eager
+    _prim("sqrt", PrimIDs.SQRT, math.sqrt, 1, "_math.sqrt", op="sqrt", replay=True, impl="metatrace_sqrt"),
     _prim("fmod", PrimIDs.FMOD, math.fmod, 2, "_math.fmod", op="fmod", replay=True, divides=True, finite=True),
     _prim("convert_element_type", PrimIDs.CONVERT_ELEMENT_TYPE, convert, 2, "_convert", op="convert", replay=True),
     _prim("signbit", PrimIDs.SIGNBIT, prims._signbit_number, 1, "_signbit", op="signbit", replay=True, boolean=True),

@@ -26,6 +26,18 @@ _IMPLS = tuple((getattr(prims, row.name), row.impl, row.evaluate) for row in num
 from metatrace.patching import Patch, item, member
 
 
+def _no_gradient(sym):
+    """The grad transform of a number op: its result, no gradient (a Python number has none in
+    eager either). thunder counts a FloatProxy argument as differentiable and looks for the tensor
+    rule (``sqrt``'s backward then gets no cotangent)."""
+
+    def grad_transform(*args, **kwargs):
+        return sym(*args, **kwargs)
+
+    grad_transform.__name__ = f"metatrace_{sym.name}_no_gradient"
+    return grad_transform
+
+
 def _numbers_only(*args) -> bool:
     return all(isinstance(a, (Number, NumberProxy)) for a in args)
 
@@ -51,7 +63,9 @@ def patches() -> list[Patch]:
     for sym, name, fn in _IMPLS:
         rows.append(item(ex.opmap, name, _operator(name, like=sym, fn=fn), "number prims the prologue replays",
                          wrap=True, label=opmap))
-        rows.append(item(ex.implmap, sym.id, lambda _, name=name: ImplInfo(symbol=ex.opmap[name], checker=_numbers_only),
+        rows.append(item(ex.implmap, sym.id,
+                         lambda _, name=name, sym=sym: ImplInfo(symbol=ex.opmap[name], checker=_numbers_only,
+                                                                grad_transform=_no_gradient(sym)),
                          "python implementations of the recorded number prims", wrap=True, label=implmap))
     for name, (fn, _) in _PY_OPS.items():
         op_name = f"metatrace_py_{name}"

@@ -36,6 +36,7 @@ from thunder.core.trace import get_tracectx
 import metatrace.metas.runtime as runtime
 from metatrace.metas import python_executor, concretizations
 from metatrace.patching import Patch, attribute, item
+from metatrace.proxies import float_numbers
 
 # NumberProxy operator -> (runtime function, whether its operands are swapped)
 _COMPARISONS = {"__eq__": runtime.eq, "__ne__": runtime.ne, "__lt__": runtime.lt, "__le__": runtime.le,
@@ -160,6 +161,8 @@ def _report_producer(bsym) -> None:
     ):
         if bsym.sym.id != prims.PrimIDs.SHAPE:  # shape re-binds a tensor's sizes, never defines them
             concretizations.produced(bsym)
+            # float(n) is exact for |n| <= 2**53 only: what the guards' algebra assumes, guarded
+            float_numbers.guard_exact_float(bsym)
 
 
 def _bool(original):

@@ -443,7 +443,7 @@ def _is_bool(p: Poly) -> bool:
 
 def _opaque(op: str, args: list) -> Expr:
     typ = "other" if any(a.typ == "other" for a in args) else "float" if any(a.typ == "float" for a in args) else "int"
-    if op in ("fmod", "float"):
+    if op in ("fmod", "float", "sqrt"):  # float results, also of int arguments
         typ = "float" if typ != "other" else typ
     return _wrap(Node(op, tuple(args), typ))
 

@@ -1,0 +1,423 @@
+"""Floats computed from symbolic numbers stay symbolic (issue 17).
+
+Under ``cache="symbolic values"`` thunder turns a number input or a tensor size into a
+NumberProxy, but the float built from it is read as a constant: ``float(n)`` and ``math.sqrt(n)``
+call ``NumberProxy.__float__``, which the safety net guards by equality (one compile per size:
+``1.0 / math.sqrt(k.size(-1))`` in attention). While enabled:
+
+- In user code (the jit's lookasides), ``float(n)`` is ``prims.convert_element_type(n, float)``
+  and ``math.sqrt(n)`` is ``prims.sqrt`` of that float, both number ops of
+  ``metatrace.metas.number_ops`` (the prologue replays them, the python executor runs them), so a
+  decision on such a float is guarded by its relation, computed exactly as Python computes it
+  (NaN, signed zeros and rounding included: the guard evaluates the same Python operations).
+  ``math.sqrt`` of a negative number raises ``ValueError`` at trace time, as in eager; the
+  python executor's implementation is ``math.sqrt`` itself.
+- In thunder's own decompositions (not interpreted), Python requires ``int()`` to return an int:
+  ``F.interpolate`` computes each output size as ``int(scale * size)``. Its meta runs with
+  ``int`` of a float symbol as ``math.trunc`` (``prims.convert_element_type(x, int)``, replayable),
+  so the output sizes are symbols and the branches on them (``output_dim <= input_dim``,
+  ``output_dim % input_dim == 0``) are relations.
+- ``torch.einsum`` asks ``opt_einsum.contract_path`` for a contraction order with the operands'
+  shapes; opt_einsum hashes and compares the sizes (each an equality guard). With at most two
+  operands the order is unique and what thunder reads of it (the operand indices, the labels
+  contracted, the equation and whether it is an outer product) does not depend on the sizes, so
+  the path is computed with the sizes' values, unguarded. With three or more the order depends on
+  the sizes: each is guarded by equality, the guard naming einsum's contraction order.
+
+- thunder's automatically registered torch ops (``Tensor.new_full``) run torch's meta on the
+  numbers' values, read silently (a wrong result: ``x.new_full((n,), 2.0).shape[0]`` stayed the
+  first ``n``): their metas now guard each number by equality, naming why. ``Tensor.new_full``
+  gets a meta of its own (its size stays symbolic) and carries no gradient.
+
+``patches()`` returns the rows that put these in place.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import types
+
+import thunder.core.dtypes as dtypes
+import thunder.core.jit_ext as jit_ext
+import thunder.core.prims as prims
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst, wrap, wrap_const
+from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
+
+from metatrace.metas import concretizations
+from metatrace.metas.concretizations import SHOWN_WHY
+from metatrace.patching import SYMBOL_METAS, Patch, attribute, item, member
+
+
+
+def _collecting() -> bool:
+    """metatrace traces under symbolic values (a guard collector listens)."""
+    return concretizations.COLLECTOR.get() is not None
+
+
+def _symbolic_number(x) -> bool:
+    """A number proxy that stays symbolic: not one thunder treats as a constant (a module's
+    configuration, ``config.head_size``: its value is checked by thunder's prologue, and
+    ``math.sqrt`` of it is a constant, as before)."""
+    return (
+        isinstance(x, NumberProxy)
+        and getattr(x, "python_type", None) in (bool, int, float)
+        and not x.is_static_constrained()
+    )
+
+
+def as_float(x):
+    """``float(x)`` on a number proxy, recorded: the proxy itself when it is a float."""
+    if isinstance(x, FloatProxy) or getattr(x, "python_type", None) is float:
+        return x
+    return prims.convert_element_type(x, float)
+
+
+def sqrt(x):
+    """``math.sqrt(x)`` on a number proxy, recorded (a float)."""
+    return prims.sqrt(as_float(x))
+
+
+EXACT = 2**53  # every int of at most this magnitude is exact in a double
+
+
+def guard_exact_float(bsym) -> None:
+    """``convert_element_type(n, float)`` of an integer symbol (``float(n)``, thunder's ``n / m``):
+    the guards' algebra reads ``float(n)`` as ``n`` (``metatrace.guards.simplify``: integers
+    converted to float are exact), which holds for ``|n| <= 2**53`` only (``float(2**53 + 1) ==
+    2**53 + 1`` is False). So the conversion is guarded by that range (``GuardCollector.float_range``);
+    for a value outside it the entry's guards are checked as recorded, unsimplified
+    (``GuardCollector.inexact_float``). Called for every recorded bound symbol
+    (``BoundSymbol.__post_init__``) while a guard collector listens."""
+    if bsym.sym.id is not prims.PrimIDs.CONVERT_ELEMENT_TYPE or len(bsym.args) != 2:
+        return
+    x, to = bsym.args
+    if not isinstance(x, IntegerProxy) or getattr(x, "python_type", None) is not int:
+        return
+    try:
+        target = to if isinstance(to, type) else dtypes.dtype_to_numbertype(to)
+    except Exception:
+        return
+    if target not in (float, complex):
+        return
+    value = x.value
+    if type(value) is not int:
+        return  # read from tensor data (no value): a decision on it raises DataDependentError
+    if -EXACT <= value <= EXACT:
+        collector = concretizations.COLLECTOR.get()
+        if hasattr(collector, "float_range"):
+            collector.float_range(x, EXACT)
+        else:
+            concretizations.relation("le", x, EXACT, True)
+            concretizations.relation("ge", x, -EXACT, True)
+    else:
+        # The range guard would not hold: this entry's guards are checked as recorded (Python
+        # evaluates float(n) exactly), not simplified (metatrace.guards.program).
+        collector = concretizations.COLLECTOR.get()
+        if collector is not None:
+            try:
+                collector.inexact_float = True
+            except AttributeError:
+                concretizations.static(x, value, f"float() of an int beyond 2**53 ({value})")
+
+
+def _wrapped_result(fn, res, args):
+    pr = ProvenanceRecord(PseudoInst.OPAQUE, inputs=[wrap_const(fn).provenance, *(a.provenance for a in args)])
+    return wrap(res, provenance=pr)
+
+
+def _float_lookaside(original):
+    """``float(n)`` of a symbolic number: recorded. ``original``: the lookaside there was (none in
+    thunder 0.2.6: :data:`metatrace.patching.MISSING`)."""
+
+    def lookaside(*args, **kwargs):
+        if len(args) == 1 and not kwargs and _collecting() and _symbolic_number(args[0].value):
+            return _wrapped_result(float, as_float(args[0].value), args)
+        if callable(original):
+            return original(*args, **kwargs)
+        # float is a type: without a lookaside the interpreter calls it through type.__call__
+        from thunder.core.interpreter import _type_call_lookaside
+
+        return _type_call_lookaside(wrap_const(float), *args, **kwargs)
+
+    return lookaside
+
+
+def _sqrt_lookaside(original):
+    def lookaside(*args, **kwargs):
+        if len(args) == 1 and not kwargs and _collecting() and _symbolic_number(args[0].value):
+            return _wrapped_result(math.sqrt, sqrt(args[0].value), args)
+        if callable(original):
+            return original(*args, **kwargs)
+        return jit_ext.interpreter_needs_wrap(math.sqrt)(*args, **kwargs)
+
+    return lookaside
+
+
+_LOOKASIDES = {float: _float_lookaside, math.sqrt: _sqrt_lookaside}
+
+
+# ---------------------------------------------------------------------------------------------
+# thunder's own code: interpolate's int(), einsum's contraction path
+# ---------------------------------------------------------------------------------------------
+
+
+def _trunc_int(x=0, *args, **kwargs):
+    """``int`` as thunder's interpolate calls it: ``int(x)`` of a float symbol is ``math.trunc(x)``
+    (Python's int of a float truncates, and raises on inf and NaN as trunc does), recorded; an int
+    symbol stays itself; anything else is Python's ``int``."""
+    if not args and not kwargs and isinstance(x, NumberProxy) and _collecting():
+        if isinstance(x, IntegerProxy) and x.python_type is int:
+            return x
+        if getattr(x, "python_type", None) in (bool, float):
+            return math.trunc(x)
+    return int(x, *args, **kwargs)
+
+
+class _IntType(type):
+    """``int`` for thunder's interpolate: ``isinstance(x, int)`` as for ``int``, ``int(x)`` as
+    :func:`_trunc_int`."""
+
+    def __instancecheck__(cls, x):
+        return isinstance(x, int)
+
+    def __subclasscheck__(cls, c):
+        return issubclass(c, int)
+
+    def __call__(cls, *args, **kwargs):
+        return _trunc_int(*args, **kwargs)
+
+
+class _TruncInt(int, metaclass=_IntType):
+    pass
+
+
+def _rebound(fn, globals_: dict):
+    """``fn``'s code run with ``globals_`` (thunder's module globals with some names replaced)."""
+    new = types.FunctionType(fn.__code__, globals_, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    return new
+
+
+def _interpolate_meta(original_meta):
+    import thunder.torch as ltorch
+
+    raw = _unwrap_meta(original_meta)
+
+    @functools.wraps(original_meta)
+    def meta(*args, **kwargs):
+        if not _collecting():
+            return original_meta(*args, **kwargs)
+        # thunder's helpers, with int() of a float symbol recorded (read live from ltorch's globals)
+        g = dict(vars(ltorch))
+        g["int"] = _TruncInt
+        for name in ("_interpolate_scale_factor_helper", "_interpolate_size_helper"):
+            g[name] = _rebound(getattr(ltorch, name), g)
+        from thunder.core.langctxs import Languages, langctx
+
+        return langctx(Languages.TORCH)(_rebound(raw, g))(*args, **kwargs)
+
+    return meta
+
+
+def _unwrap_meta(meta):
+    import inspect
+
+    return inspect.unwrap(meta)
+
+
+_EINSUM_WHY = "torch.einsum's contraction order over 3 or more operands depends on the sizes"
+
+
+class _ContractPathValues:
+    """``opt_einsum`` as thunder's einsum sees it, with ``contract_path`` over shapes' values for
+    at most two operands (see the module docstring)."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+    def contract_path(self, *operands, **kwargs):
+        eq, *tensors = operands
+        if _collecting() and all(hasattr(t, "shape") for t in tensors):
+            shapes = [tuple(s.value if isinstance(s, NumberProxy) and s.value is not None else s for s in t.shape)
+                      for t in tensors]
+            if all(type(s) is int for shape in shapes for s in shape):
+                if len(tensors) > 2:
+                    # the contraction order depends on the sizes: each is baked in, guarded by equality
+                    why = _EINSUM_WHY
+                    for t in tensors:
+                        for size in t.shape:
+                            if isinstance(size, NumberProxy):
+                                concretizations.static(size, size.value, why)
+                return self._module.contract_path(eq, *shapes, shapes=True, **kwargs)
+        return self._module.contract_path(*operands, **kwargs)
+
+
+def _einsum_meta(original_meta):
+    import thunder.torch as ltorch
+
+    raw = _unwrap_meta(original_meta)
+    shim = _ContractPathValues(ltorch.opt_einsum)
+
+    @functools.wraps(original_meta)
+    def meta(*args, **kwargs):
+        if not _collecting():
+            return original_meta(*args, **kwargs)
+        g = dict(vars(ltorch))
+        g["opt_einsum"] = shim
+        from thunder.core.langctxs import Languages, langctx
+
+        return langctx(Languages.TORCH)(_rebound(raw, g))(*args, **kwargs)
+
+    return meta
+
+
+_FAKE_ARG_WHY = "a number argument of a torch op thunder registered automatically (torch's meta runs on values)"
+SHOWN_WHY.update((_EINSUM_WHY, _FAKE_ARG_WHY))
+
+
+def _guarding_meta(original):
+    """The meta of a torch op thunder registered automatically (``meta_adaptor``: torch's meta runs
+    on fake tensors, ``_get_fake_arg`` reading a number proxy's value silently, so that
+    ``x.new_full((n,), 2.0).shape[0]`` stayed 3 for every ``n``). The numbers are baked in: each is
+    guarded by equality, the guard naming why."""
+    from thunder.core.pytree import tree_flatten
+
+    @functools.wraps(original)
+    def meta(*args, **kwargs):
+        for leaf in tree_flatten((args, kwargs))[0]:
+            if isinstance(leaf, NumberProxy) and leaf.value is not None:
+                concretizations.static(leaf, leaf.value, _FAKE_ARG_WHY)
+        return original(*args, **kwargs)
+
+    return meta
+
+
+def _auto_registered() -> list:
+    """thunder's automatically registered torch op symbols, each once."""
+    import thunder.torch as ltorch
+
+    seen, out = set(), []
+    for sym in ltorch._torch_to_thunder_function_map.values():
+        if id(sym) in seen or prims.OpTags.AUTO_REGISTERED not in (getattr(sym, "tags", None) or ()):
+            continue
+        seen.add(id(sym))
+        out.append(sym)
+    return out
+
+
+_NEW_FACTORY_KWARGS = frozenset(("dtype", "device", "requires_grad", "layout", "pin_memory"))
+
+
+def _new_factory_meta(original_meta, with_fill: bool):
+    """``Tensor.new_full(size, fill_value)``, ``new_zeros``/``new_ones``/``new_empty(size)``:
+    thunder registers them automatically (torch's meta on values, every number baked in). Their
+    result is known without torch: ``size`` as given (symbols stay symbols, each checked ``>= 0``
+    as torch does), the tensor's dtype and device unless given; the torch executor runs the method
+    itself with the call's numbers. Any other form of call goes to thunder's meta (guarded)."""
+    from numbers import Number
+
+    import thunder.core.devices as devices
+    import thunder.core.utils as utils
+    from thunder.core.proxies import TensorProxy
+
+    guarded = _guarding_meta(original_meta)
+
+    @functools.wraps(original_meta)
+    def meta(a, *args, **kwargs):
+        size = args[0] if args else None
+        plain = (
+            _collecting()
+            and isinstance(a, TensorProxy)
+            and len(args) == (2 if with_fill else 1)
+            and type(size) in (tuple, list)
+            and all((isinstance(s, IntegerProxy) and s.python_type is int) or type(s) is int for s in size)
+            and (not with_fill or isinstance(args[1], (Number, NumberProxy)))
+            and set(kwargs) <= _NEW_FACTORY_KWARGS
+            and kwargs.get("layout") in (None, torch_strided())
+            and not kwargs.get("pin_memory", False)
+            and type(kwargs.get("requires_grad", False)) is bool
+        )
+        if not plain:
+            return guarded(a, *args, **kwargs)
+        for s in size:
+            utils.check(
+                s >= 0, lambda: f"Trying to create tensor with negative dimension {s}", exception_type=RuntimeError
+            )
+        import thunder.torch as ltorch
+
+        dtype, device = kwargs.get("dtype"), kwargs.get("device")
+        return TensorProxy(
+            shape=tuple(size),
+            device=devices.to_device(device) if device is not None else a.device,
+            dtype=ltorch.to_dtype(dtype) if dtype is not None else a.dtype,
+            requires_grad=kwargs.get("requires_grad", False),
+        )
+
+    return meta
+
+
+def _new_factories() -> dict:
+    import torch
+
+    return {torch.Tensor.new_full: True, torch.Tensor.new_zeros: False, torch.Tensor.new_ones: False,
+            torch.Tensor.new_empty: False}
+
+
+def torch_strided():
+    import torch
+
+    return torch.strided
+
+
+def _symbol_metas():
+    import torch
+
+    import thunder.torch as ltorch
+
+    return (
+        (ltorch.interpolate, _interpolate_meta),
+        (ltorch.einsum, _einsum_meta),
+        *(
+            (ltorch._torch_to_thunder_function_map[method], functools.partial(_new_factory_meta, with_fill=fill))
+            for method, fill in _new_factories().items()
+            if method in ltorch._torch_to_thunder_function_map
+        ),
+    )
+
+
+def patches() -> list[Patch]:
+    """Rows for the ``float``/``math.sqrt``
+    lookasides, the metas of interpolate, einsum and the ``new_*`` factories, the automatically
+    registered torch ops' metas (their number arguments guarded), and no gradient through the
+    ``new_*`` factories to the tensor they are called on."""
+    import thunder.torch as ltorch
+    from thunder.core.transforms import nondifferentiable_vjp_symbols
+
+    rows = [
+        item(jit_ext._general_jit_lookaside_map, fn, lookaside,
+             "float(n) and math.sqrt(n) of a symbolic number are recorded number ops",
+             wrap=True, label="thunder.core.jit_ext._general_jit_lookaside_map")
+        for fn, lookaside in _LOOKASIDES.items()
+    ]
+    wrapped = set()
+    for sym, wrap_meta in _symbol_metas():
+        wrapped.add(id(sym))
+        rows.append(attribute(sym, "meta", wrap_meta, "interpolate, einsum and new_* keep sizes and scales symbolic",
+                              wrap=True, label=SYMBOL_METAS))
+    rows += [
+        attribute(sym, "meta", _guarding_meta, "number arguments of automatically registered torch ops are guarded",
+                  wrap=True, label=SYMBOL_METAS)
+        for sym in _auto_registered() if id(sym) not in wrapped
+    ]
+    # Tensor.new_full & co. make a new tensor: no gradient flows to the tensor they are called on
+    # (thunder's automatic backward would bake the size in through torch's meta)
+    for method in _new_factories():
+        sym = ltorch._torch_to_thunder_function_map.get(method)
+        if sym is not None and sym.id not in nondifferentiable_vjp_symbols:
+            rows.append(member(nondifferentiable_vjp_symbols, sym.id, "new_* factories carry no gradient to self",
+                               label="thunder.core.transforms.nondifferentiable_vjp_symbols"))
+    return rows
