@@ -192,6 +192,15 @@ def test_new_factory_size_from_a_number(enabled, method):
     assert thunder.cache_misses(jf) == 1
 
 
+@pytest.mark.parametrize("method", ["new_zeros", "new_ones", "new_empty"])
+def test_new_factory_sizes_as_separate_arguments(enabled, method):
+    """``x.new_zeros(*x.shape[:-1], 3)`` (litgpt's LoRA ``zero_pad``): the sizes as varargs."""
+    fn = lambda x: getattr(x, method)(*x.shape[:-1], 3).shape[1] * x  # noqa: E731
+    eager, got, jf = _run(fn, [(torch.ones(2, T, 4),) for T in (3, 5, 8)])
+    assert all(_same(e, g) for e, g in zip(eager, got))
+    assert thunder.cache_misses(jf) == 1
+
+
 def test_auto_registered_op_guards_the_numbers_it_bakes_in(enabled):
     """``torch.roll`` is registered automatically (torch's meta on values): its shift is baked
     in, guarded by equality (before: read silently, harmless for roll, whose result's shape does

@@ -326,15 +326,20 @@ def _new_factory_meta(original_meta, with_fill: bool):
 
     guarded = _guarding_meta(original_meta)
 
+    def is_size(s) -> bool:
+        return (isinstance(s, IntegerProxy) and s.python_type is int) or type(s) is int
+
     @functools.wraps(original_meta)
     def meta(a, *args, **kwargs):
         size = args[0] if args else None
+        if not with_fill and args and all(is_size(s) for s in args):
+            size, args = tuple(args), (tuple(args),)  # new_zeros(B, T, C): the sizes as varargs
         plain = (
             _collecting()
             and isinstance(a, TensorProxy)
             and len(args) == (2 if with_fill else 1)
             and type(size) in (tuple, list)
-            and all((isinstance(s, IntegerProxy) and s.python_type is int) or type(s) is int for s in size)
+            and all(is_size(s) for s in size)
             and (not with_fill or isinstance(args[1], (Number, NumberProxy)))
             and set(kwargs) <= _NEW_FACTORY_KWARGS
             and kwargs.get("layout") in (None, torch_strided())
