@@ -1,0 +1,100 @@
+"""Finetuning litgpt models under symbolic values: LoRA and adapter_v2 reuse one entry over lengths.
+
+litgpt's finetuning models (``litgpt.lora.GPT`` with LoRA on query, value and projection,
+``litgpt.adapter_v2.GPT``) on thunder's ``llama2-like`` testing config, 2 layers, only the
+finetuned weights trainable (``mark_only_*_as_trainable``). A training step per length: the output
+and the gradient of every trainable parameter equal eager, every trace passes the strict checker,
+and one entry serves every length (LoRA's ``zero_pad`` calls ``x.new_zeros(*x.shape[:-1], n)``,
+which pinned each length before).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import thunder
+import thunder.tests.litgpt_model  # noqa: F401  (registers the testing configs with litgpt)
+
+import metatrace
+from litgpt_workloads import all_traces, training_step
+
+pytestmark = pytest.mark.slow
+
+LENGTHS = (8, 13, 24, 40)
+
+
+def _lora():
+    import litgpt.lora as lora
+
+    config = lora.Config.from_name("llama2-like", n_layer=2, block_size=128, lora_r=4, lora_alpha=8,
+                                   lora_query=True, lora_value=True, lora_projection=True)
+    model = lora.GPT(config)
+    lora.mark_only_lora_as_trainable(model)
+    return model
+
+
+def _adapter_v2():
+    import litgpt.adapter_v2 as adapter_v2
+
+    model = adapter_v2.GPT(adapter_v2.Config.from_name("llama2-like", n_layer=2, block_size=128))
+    adapter_v2.mark_only_adapter_v2_as_trainable(model)
+    return model
+
+
+BUILDERS = {"lora": _lora, "adapter_v2": _adapter_v2}
+
+
+@pytest.fixture(scope="module", params=sorted(BUILDERS))
+def finetuned(request):
+    """(steps, compiles, trace check failures): per length, (output, grads) of the jitted model
+    and of an eager copy."""
+    torch.manual_seed(0)
+    model = BUILDERS[request.param]()
+    # adapter_v2's gating factors start at zero: give them values, or their branch adds nothing
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(torch.randn_like(p) * 0.02)
+    reference = copy.deepcopy(model)
+    steps, failures = [], []
+    with metatrace.enable():
+        jm = thunder.jit(model, cache="symbolic values")
+        for T in LENGTHS:
+            idx = torch.randint(0, model.config.padded_vocab_size, (2, T), generator=torch.Generator().manual_seed(T))
+            steps.append((training_step(jm, model, idx), training_step(reference, reference, idx)))
+            for trace in all_traces(jm):
+                try:
+                    metatrace.check_trace(trace)  # metatrace's strict checker, then thunder's check_trace
+                except Exception as e:
+                    failures.append(f"T={T}: {type(e).__name__}: {e}")
+        compiles = thunder.cache_misses(jm)
+    return steps, compiles, failures
+
+
+def test_one_entry_serves_every_length(finetuned):
+    _, compiles, _ = finetuned
+    assert compiles == 1
+
+
+def test_outputs_equal_eager(finetuned):
+    steps, _, _ = finetuned
+    for T, ((out, _), (expected, _)) in zip(LENGTHS, steps):
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5, msg=lambda m: f"T={T}: {m}")
+
+
+def test_trainable_gradients_equal_eager(finetuned):
+    steps, _, _ = finetuned
+    for T, ((_, grads), (_, expected)) in zip(LENGTHS, steps):
+        assert grads.keys() == expected.keys(), f"T={T}: parameters with a gradient differ"
+        for name in expected:
+            # (float32 sums over 2 x T x vocab logits: thunder's decompositions round differently)
+            torch.testing.assert_close(grads[name], expected[name], atol=1e-4, rtol=1e-4,
+                                       msg=lambda m: f"T={T} {name}: {m}")
+
+
+def test_every_trace_passes_both_checkers(finetuned):
+    _, _, failures = finetuned
+    assert failures == []
