@@ -166,24 +166,24 @@ def test_fallback_prim_misses_on_a_new_static_value_and_is_correct(prim):
 _PIN = re.compile(r"^(\w+(\.shape\[\d+\])?) == [-\w.]+")  # an input size or number fixed to one value
 
 
-@pytest.mark.parametrize("prim", sorted(FALLBACK_CASES))
-def test_every_pin_names_what_fixed_it(prim):
+def _explained_with_fallback(prim: str) -> list[str]:
+    """explain()'s texts for the first call of FALLBACK_CASES[prim] with that prim a fallback."""
     fn, calls = FALLBACK_CASES[prim]
     with metatrace.enable(force_fallback=(prim,)):
         jf = thunder.jit(fn, cache=SYMBOLIC)
         jf(*calls[0])
-        pins = [g for entry in metatrace.explain(jf) for g in entry.guards
-                if _PIN.match(g) and not g.startswith(("len(args)", "len(kwargs)"))]
+        return [g for entry in metatrace.explain(jf) for g in entry.guards]
+
+
+@pytest.mark.parametrize("prim", sorted(FALLBACK_CASES))
+def test_every_pin_names_what_fixed_it(prim):
+    pins = [g for g in _explained_with_fallback(prim) if _PIN.match(g) and not g.startswith(("len(args)", "len(kwargs)"))]
     assert pins and all(re.search(r" == \S+ \(.+\)$", g) for g in pins), pins
 
 
 @pytest.mark.parametrize("prim", sorted(FALLBACK_CASES))
 def test_explain_shows_no_thunder_proxy_names(prim):
-    fn, calls = FALLBACK_CASES[prim]
-    with metatrace.enable(force_fallback=(prim,)):
-        jf = thunder.jit(fn, cache=SYMBOLIC)
-        jf(*calls[0])
-        texts = [g for entry in metatrace.explain(jf) for g in entry.guards]
+    texts = _explained_with_fallback(prim)
     assert not [g for g in texts if re.search(r"\b[ifsbt]\d+\b", g)], texts
 
 
