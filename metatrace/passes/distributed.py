@@ -8,10 +8,11 @@
   trace with ``bsym_list_to_dag``/``toposort_bsym_dag``, which assume every proxy has one
   producer. metatrace re-binds a size symbol where a later trace needs it (``prims.shape`` of
   the same tensor, see :mod:`metatrace.passes.size_producers`), so a size has several: the
-  toposort then met a consumer once per producer and emitted it again each time (the joint trace
-  held each gradient all-reduce six times, and the forward/backward split failed). The wrapped
-  pass keeps each bound symbol at its first place, which follows its first producer, as thunder's
-  ``producers`` map does.
+  DAG then listed a consumer as a child of every producer of the name but as the child of one
+  parent only, and the toposort emitted it once per producer (the joint trace held each gradient
+  all-reduce six times; on litgpt the list of eligible nodes grew without bound). The wrapped
+  ``bsym_list_to_dag`` (the name ``sort_waits`` calls) keeps an edge only where both ends list
+  it: the consumer follows its first producer, as thunder's ``producers`` map says.
 """
 
 from __future__ import annotations
@@ -54,29 +55,36 @@ def _add_transform(original):
     return add_transform
 
 
-def _sort_waits(original):
+def _bsym_list_to_dag(original):
     @functools.wraps(original)
-    def sort_waits(execution_trace):
-        trace = original(execution_trace)
-        if trace is execution_trace:
-            return trace
-        seen: set[int] = set()
-        unique = []
-        for bsym in trace.bound_symbols:
-            if id(bsym) not in seen:
-                seen.add(id(bsym))
-                unique.append(bsym)
-        trace.bound_symbols = unique
-        return trace
+    def bsym_list_to_dag(bsyms, *args, **kwargs):
+        roots, leaves = original(bsyms, *args, **kwargs)
+        # (a no-op on traces with one producer per proxy) Keep an edge only where both ends list it: a consumer of a re-bound size lists the
+        # size's first producer as its parent, while every producer of the name lists the
+        # consumer as a child. Linear in the edges.
+        nodes, seen, stack = [], set(), [*roots, *leaves]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            nodes.append(node)
+            stack.extend(node.children)
+            stack.extend(node.parents)
+        for node in nodes:
+            node.children = [c for c in node.children if any(p is node for p in c.parents)]
+        for node in nodes:  # (children filtered: a parent keeps node only if node listed it)
+            node.parents = [p for p in node.parents if any(c is node for c in p.children)]
+        return roots, leaves
 
-    return sort_waits
+    return bsym_list_to_dag
 
 
 def patches() -> list[Patch]:
     return [
         attribute(transforms, "add_transform", _add_transform,
                   "ddp/fsdp (any add_transform) re-jit with the original cache option; thunder drops it", wrap=True),
-        attribute(distributed_utils, "sort_waits", _sort_waits,
-                  "the wait scheduling keeps each bound symbol once when a size symbol has several producers",
-                  wrap=True),
+        attribute(distributed_utils, "bsym_list_to_dag", _bsym_list_to_dag,
+                  "the wait scheduling's DAG keeps an edge only where producer and consumer agree on it "
+                  "(a re-bound size has several producers)", wrap=True),
     ]
