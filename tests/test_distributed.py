@@ -36,13 +36,34 @@ class SequenceModel(torch.nn.Module):
         return self.b(torch.relu(self.a(x))).mean(1)
 
 
-def _batch(rank: int, T: int) -> torch.Tensor:
+def _sequence_batch(model, rank: int, T: int) -> torch.Tensor:
     return torch.randn(2, T, 8, generator=torch.Generator().manual_seed(100 * rank + T))
 
 
-def _model() -> SequenceModel:
+def _litgpt_model():
+    from litgpt_workloads import build
+
+    return build("llama2-like")
+
+
+def _litgpt_batch(model, rank: int, T: int) -> torch.Tensor:
+    from litgpt_workloads import tokens
+
+    return tokens(model, (2, T), seed=100 * rank + T)
+
+
+# model name -> (build, batch(model, rank, T)); every rank and the eager reference build the same
+# weights (fixed seeds)
+MODELS = {"sequence": (SequenceModel, _sequence_batch), "litgpt": (_litgpt_model, _litgpt_batch)}
+
+
+def _model(name: str):
     torch.manual_seed(0)
-    return SequenceModel()
+    return MODELS[name][0]()
+
+
+def _batch(model, name: str, rank: int, T: int) -> torch.Tensor:
+    return MODELS[name][1](model, rank, T)
 
 
 def _free_port() -> int:
@@ -73,18 +94,18 @@ def _full_grad(param, kind: str) -> torch.Tensor:
     return torch.cat(shards, 0)
 
 
-def _train(kind: str, schedule: list[list[int]], rank: int):
+def _train(kind: str, schedule: list[list[int]], model_name: str, rank: int):
     """One jitted, wrapped model trained over ``schedule`` on this rank: per step (output,
     gradients) as numpy arrays (they travel by value; a tensor sent through the queue is shared
     memory that disappears with this process), and the compile count."""
     import thunder
 
-    model = _model()
+    model = _model(model_name)
     names = [name for name, _ in model.named_parameters()]
     dm = _wrap(kind, thunder.jit(model, cache="symbolic values"))
     steps = []
     for lengths in schedule:
-        out = dm(_batch(rank, lengths[rank]))
+        out = dm(_batch(model, model_name, rank, lengths[rank]))
         out.sum().backward()
         params = dict(dm.named_parameters())
         grads = {name: _full_grad(params[name], kind).numpy() for name in names}
@@ -94,7 +115,7 @@ def _train(kind: str, schedule: list[list[int]], rank: int):
     return steps, thunder.cache_misses(dm)
 
 
-def _rank_main(rank: int, port: int, runs: list[tuple[str, list[list[int]]]], results) -> None:
+def _rank_main(rank: int, port: int, runs: list[tuple[str, list[list[int]], str]], results) -> None:
     import torch.distributed as tdist
 
     try:
@@ -104,13 +125,13 @@ def _rank_main(rank: int, port: int, runs: list[tuple[str, list[list[int]]]], re
 
         metatrace.enable()
         # every run in one process group: spawning and importing thunder costs more than a run
-        results.put((rank, "ok", [_train(kind, schedule, rank) for kind, schedule in runs]))
+        results.put((rank, "ok", [_train(kind, schedule, model_name, rank) for kind, schedule, model_name in runs]))
         tdist.destroy_process_group()
     except BaseException:
         results.put((rank, "error", traceback.format_exc()))
 
 
-def _run_ranks(runs: list[tuple[str, list[list[int]]]]) -> list[dict[int, tuple]]:
+def _run_ranks(runs: list[tuple[str, list[list[int]], str]]) -> list[dict[int, tuple]]:
     """Per run: rank -> (steps as tensors, compile count)."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
@@ -143,15 +164,15 @@ def _run_ranks(runs: list[tuple[str, list[list[int]]]]) -> list[dict[int, tuple]
     return per_run
 
 
-def _eager(schedule: list[list[int]]):
+def _eager(schedule: list[list[int]], model_name: str = "sequence"):
     """Per step: each rank's eager output, and the mean of both ranks' eager gradients."""
-    model = _model()
+    model = _model(model_name)
     expected = []
     for lengths in schedule:
         outs, grads = [], []
         for rank in range(WORLD):
             model.zero_grad()
-            out = model(_batch(rank, lengths[rank]))
+            out = model(_batch(model, model_name, rank, lengths[rank]))
             out.sum().backward()
             outs.append(out.detach())
             grads.append({n: p.grad.detach().clone() for n, p in model.named_parameters()})
@@ -169,13 +190,13 @@ KINDS = ["ddp", "ddp-unbucketed", "fsdp-zero2-none", "fsdp-zero2-layer", "fsdp-z
 MIXED_KINDS = ["ddp", "fsdp-zero3-none"]
 
 
-RUNS = [(kind, SAME_LENGTHS) for kind in KINDS] + [(kind, MIXED_LENGTHS) for kind in MIXED_KINDS]
+RUNS = [(kind, SAME_LENGTHS, "sequence") for kind in KINDS] + [(kind, MIXED_LENGTHS, "sequence") for kind in MIXED_KINDS]
 
 
 @pytest.fixture(scope="module")
 def ranks():
     """Every run's reports from one spawn of 2 ranks: run name -> rank -> (steps, compiles)."""
-    return {(kind, tuple(map(tuple, schedule))): report for (kind, schedule), report in zip(RUNS, _run_ranks(RUNS))}
+    return {(kind, tuple(map(tuple, schedule))): report for (kind, schedule, _), report in zip(RUNS, _run_ranks(RUNS))}
 
 
 def _report(ranks, kind, schedule):
@@ -212,3 +233,33 @@ def test_gradients_equal_the_mean_of_eager_gradients(ranks, kind):
 @pytest.mark.parametrize("kind", MIXED_KINDS)
 def test_ranks_with_different_lengths_in_one_step_train_correctly(ranks, kind):
     _assert_gradients_are_eager_means(ranks, kind, MIXED_LENGTHS)
+
+
+# litgpt llama2-like (2 layers), T = 8..32 on both ranks, and different lengths per rank
+LITGPT_LENGTHS = [[8, 8], [12, 12], [16, 16], [24, 24], [32, 32]]
+LITGPT_MIXED = [[8, 16], [24, 12]]
+LITGPT_RUNS = [("ddp", LITGPT_LENGTHS, "litgpt"), ("fsdp-zero3-none", LITGPT_LENGTHS, "litgpt"),
+               ("ddp", LITGPT_MIXED, "litgpt")]
+
+
+@pytest.fixture(scope="module")
+def litgpt_ranks():
+    return dict(zip(range(len(LITGPT_RUNS)), _run_ranks(LITGPT_RUNS)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", [0, 1])
+def test_litgpt_compiles_once_per_rank_over_lengths(litgpt_ranks, run):
+    assert {rank: compiles for rank, (_, compiles) in litgpt_ranks[run].items()} == {0: 1, 1: 1}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", [0, 1, 2])
+def test_litgpt_gradients_equal_the_mean_of_eager_gradients(litgpt_ranks, run):
+    _, schedule, model_name = LITGPT_RUNS[run]
+    expected = _eager(schedule, model_name)
+    for rank, (steps, _) in litgpt_ranks[run].items():
+        for (out, grads), (eager_outs, mean) in zip(steps, expected):
+            torch.testing.assert_close(out, eager_outs[rank], atol=1e-5, rtol=1e-5, msg=f"rank {rank} output")
+            for name in mean:
+                torch.testing.assert_close(grads[name], mean[name], atol=1e-4, rtol=1e-4, msg=f"rank {rank} {name}")
