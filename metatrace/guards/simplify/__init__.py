@@ -44,7 +44,8 @@ and its result) and ``rendering`` (text and Python). ``MERGE_RELATIONS`` is read
 from __future__ import annotations
 
 from metatrace.guards.simplify.bounds import bounds
-from metatrace.guards.simplify.expressions import Expr, Node, Poly, build, const, recorded_parts, substitute
+from metatrace.guards.simplify.expressions import Expr, Node, Poly, build, const
+from metatrace.guards.simplify.traversal import recorded_parts, substitute
 from metatrace.guards.simplify.reduction import SimpleGuard, simplify
 from metatrace.guards.simplify.relations import canonical, relation
 from metatrace.guards.simplify.rendering import python_check, render

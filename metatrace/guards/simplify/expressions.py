@@ -18,87 +18,18 @@ from metatrace.guards.record import Guard, is_static_value
 from metatrace.guards.simplify.rendering import render
 from metatrace.metas import number_ops
 from metatrace.metas.number_ops import MIRROR, SYMBOLS
-
-class Node:
-    """A leaf, a constant that is not an int, or an operation the polynomials do not absorb.
-
-    ``typ``: ``"int"`` (ints and bools: such a node only appears inside a :class:`Poly`),
-    ``"float"`` or ``"other"``."""
-
-    __slots__ = ("op", "args", "typ", "key", "_hash")
-
-    def __init__(self, op: str, args: tuple, typ: str):
-        self.op, self.args, self.typ = op, args, typ
-        if op == "leaf":
-            self.key = (0, args[1], args[0])  # (name, index): ordered by input position
-        elif op == "const":
-            self.key = (1, type(args[0]).__name__, repr(args[0]))
-        else:
-            self.key = (2, op, tuple(a.key for a in args))
-        self._hash = hash(self.key)
-
-    def __eq__(self, other):
-        return isinstance(other, Node) and self.key == other.key
-
-    def __hash__(self):
-        return self._hash
-
-    def __repr__(self):
-        return render(self)[0]
-
-
-class Poly:
-    """sum(coefficient * product of int atoms) + constant, integer coefficients, canonical order."""
-
-    __slots__ = ("terms", "key", "_hash")
-    typ = "int"
-
-    def __init__(self, terms: dict):
-        items = [(m, c) for m, c in terms.items() if c]
-        items.sort(key=lambda mc: (not mc[0], tuple(n.key for n in mc[0])))
-        self.terms: tuple = tuple(items)
-        self.key = (3, tuple((tuple(n.key for n in m), c) for m, c in items))
-        self._hash = hash(self.key)
-
-    def __eq__(self, other):
-        return isinstance(other, Poly) and self.key == other.key
-
-    def __hash__(self):
-        return self._hash
-
-    def __repr__(self):
-        return render(self)[0]
-
-    @property
-    def const(self) -> int:
-        return self.terms[-1][1] if self.terms and not self.terms[-1][0] else 0
-
-    def is_const(self) -> bool:
-        return not self.terms or (len(self.terms) == 1 and not self.terms[0][0])
-
-    def atom(self) -> Node | None:
-        """The node if this is ``1 * node``."""
-        if len(self.terms) == 1 and len(self.terms[0][0]) == 1 and self.terms[0][1] == 1:
-            return self.terms[0][0][0]
-        return None
-
-    def linear(self) -> Poly:
-        return Poly({m: c for m, c in self.terms if m})
-
-
-Expr = Poly | Node
-
-
-def pconst(c: int) -> Poly:
-    return Poly({(): int(c)})
-
-
-ZERO, ONE = pconst(0), pconst(1)
-
-
-def patom(n: Node) -> Poly:
-    return Poly({(n,): 1})
-
+from metatrace.guards.simplify.polynomials import (  # noqa: F401  (re-exported: the algebra's data)
+    ONE,
+    ZERO,
+    Node,
+    Poly,
+    Expr,
+    pconst,
+    patom,
+    _node_const,
+    const,
+    _wrap,
+)
 
 def padd(a: Poly, b: Poly, k: int = 1) -> Poly:
     """a + k * b"""
@@ -119,23 +50,6 @@ def pmul(a: Poly, b: Poly) -> Poly:
             m = tuple(sorted(m1 + m2, key=lambda n: n.key))
             d[m] = d.get(m, 0) + c1 * c2
     return _fold_poly(d)
-
-
-def _node_const(e: Expr):
-    """The Python value of a constant expression, else None."""
-    if isinstance(e, Poly):
-        return e.const if e.is_const() else None
-    return e.args[0] if e.op == "const" else None
-
-
-def const(v) -> Expr:
-    if type(v) in (int, bool):
-        return pconst(v)
-    return Node("const", (v,), "float" if type(v) is float else "other")
-
-
-def _wrap(n: Node) -> Expr:
-    return patom(n) if n.typ == "int" else n
 
 
 def _floorfix_args(n: Node):
@@ -198,7 +112,6 @@ def _merge(d: dict, p: Poly) -> None:
         d[m] = d.get(m, 0) + c
         if not d[m]:
             del d[m]
-
 
 
 # What the prologue runs (as GuardProgram compiles them): used to fold constants.
@@ -538,72 +451,3 @@ def _float_arith(op: str, a: Expr, b: Expr) -> Expr:
     if op in ("+", "*"):
         a, b = sorted((a, b), key=lambda x: x.key)
     return Node(op, (a, b), "other" if "other" in (a.typ, b.typ) else "float")
-
-
-
-
-def substitute(e: Expr, sub: dict[str, Expr], memo: dict | None = None) -> Expr:
-    """``e`` with leaves replaced (by name), rebuilt through :func:`build` so it folds again."""
-    memo = {} if memo is None else memo
-    if e.key in memo:
-        return memo[e.key]
-    if isinstance(e, Poly):
-        out = ZERO
-        for m, c in e.terms:
-            t = pconst(c)
-            for n in m:
-                x = substitute(n, sub, memo)
-                assert isinstance(x, Poly), "an int atom rebuilds as an int polynomial"
-                t = pmul(t, x)
-            out = padd(out, t)
-    elif e.op == "leaf":
-        out = sub.get(e.args[0], _wrap(e))
-    elif e.op == "const":
-        out = e
-    else:
-        out = build(e.op, [substitute(a, sub, memo) for a in e.args])
-    memo[e.key] = out
-    return out
-
-
-def _leaves_of(e: Expr, out: set | None = None) -> set:
-    out = set() if out is None else out
-    if isinstance(e, Poly):
-        for m, _ in e.terms:
-            for n in m:
-                _leaves_of(n, out)
-    elif e.op == "leaf":
-        out.add(e.args[0])
-    elif e.op != "const":
-        for a in e.args:
-            _leaves_of(a, out)
-    return out
-
-
-def recorded_parts(guard: Guard, producers: dict[str, Any], is_param: Callable[[str], bool]) -> tuple:
-    """A guard as recorded, unsimplified, as :func:`python_check` parts: its operands' producer
-    chains, each producer one operation (``is_param(name)``: the number is a parameter, a leaf)."""
-
-    def unfolded(x) -> Expr:
-        if isinstance(x, NumberProxy) and is_static_value(x) and not is_param(x.name):
-            x = x.value
-        if not isinstance(x, NumberProxy):
-            return Node("const", (x,), "other")
-        if is_param(x.name):
-            return Node("leaf", (x.name, 0), "other")
-        bsym = producers[x.name]
-        return Node(number_ops.REPLAYABLE[bsym.sym.id].op, tuple(unfolded(a) for a in bsym.flat_args), "other")
-
-    return (unfolded(guard.lhs), SYMBOLS[guard.op], unfolded(guard.rhs))
-
-
-def _leaf_nodes(e: Expr, out: dict) -> None:
-    if isinstance(e, Poly):
-        for m, _ in e.terms:
-            for n in m:
-                _leaf_nodes(n, out)
-    elif e.op == "leaf":
-        out.setdefault(e.args[0], e)
-    elif e.op != "const":
-        for a in e.args:
-            _leaf_nodes(a, out)

@@ -19,8 +19,6 @@ from metatrace.guards.simplify.expressions import (
     Expr,
     Node,
     Poly,
-    _leaf_nodes,
-    _leaves_of,
     _wrap,
     build,
     const,
@@ -28,8 +26,8 @@ from metatrace.guards.simplify.expressions import (
     patom,
     pconst,
     pscale,
-    substitute,
 )
+from metatrace.guards.simplify.traversal import _leaf_nodes, _leaves_of, substitute
 from metatrace.guards.simplify.relations import _FROM_SYM, _Rel, _add, _covered, _never, canonical, relation
 from metatrace.guards.simplify.rendering import _side, python_check, render
 
