@@ -13,7 +13,8 @@ lengths 8, 12, 16, 24, 32, each with one jitted model per family (module-scoped 
 - ``metatrace.explain`` names every guard by its source: no thunder proxy name (``i84``,
   ``f341``, ``s413``, ``t12``) in its text.
 
-Needs ``transformers`` (pinned in requirements.lock). transformers 5's ``capture_outputs``
+Needs ``transformers`` (pinned in requirements.lock with ``regex`` and ``tokenizers==0.22.2``;
+skipped when it does not import, e.g. beside a newer tokenizers, see the lock's header). transformers 5's ``capture_outputs``
 switches its output collector to a global attribute when ``torch.compiler.is_compiling()``, which
 thunder answers True; thunder cannot replay that attribute store (a dict on a plain object) in
 its epilogue, so the fixture gives the collector a plain ``ContextVar`` (what transformers uses
@@ -32,7 +33,12 @@ import thunder
 
 import metatrace
 
-transformers = pytest.importorskip("transformers")
+# ImportError too: transformers 5.3 refuses to import beside tokenizers newer than 0.23.0 (its
+# import-time version check); requirements.lock pins tokenizers==0.22.2 for that reason.
+transformers = pytest.importorskip(
+    "transformers", exc_type=ImportError,
+    reason="transformers not importable: install requirements.lock's transformers, regex and tokenizers pins",
+)
 from transformers.utils import output_capturing  # noqa: E402
 
 pytestmark = pytest.mark.slow
