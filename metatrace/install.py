@@ -22,7 +22,7 @@ from metatrace.grad import deferred_guards, rules
 from metatrace.guards import prologue_op
 from metatrace.interpret import jit, lookasides, module_state, python_values
 from metatrace.passes import distributed, size_producers
-from metatrace.metas import python_executor, torch_metas
+from metatrace.metas import python_executor, torch_decompositions, torch_metas
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
 from metatrace.codegen.loader import load
@@ -135,6 +135,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         clang_math.patches,
         # torch-level metas; the python executor's number operators and the prologue's guard operators
         torch_metas.patches,
+        torch_decompositions.patches,
         python_executor.patches,
         float_numbers.patches,
         prologue_op.patches,

@@ -1,0 +1,135 @@
+"""torch functions that thunder only auto-registers, traced as thunder ops with symbolic sizes.
+
+thunder registers some torch functions without a thunder definition (``thunder/torch/
+default_torch_ops.py``, tag ``AUTO_REGISTERED``): their meta runs torch on fake tensors made with
+``torch.empty(proxy.shape)``, which turns every symbolic size into its value (an equality guard)
+and gives outputs static sizes; their backward does the same. Under symbolic values that pins the
+entry to one shape.
+
+While metatrace is enabled, these are traced as their definition in thunder ops (the sizes
+propagate through ported prims, the grad transform uses those ops' rules):
+
+- ``torch.addmm(input, mat1, mat2, *, beta=1, alpha=1)`` (and ``Tensor.addmm``) is
+  ``beta * input + alpha * (mat1 @ mat2)``. ``beta == 0`` (torch does not read ``input``'s
+  values then, nan included), ``out=`` and non-2-d matrices keep thunder's registration.
+  Hugging Face's ``Conv1D`` (GPT-2) calls it on ``x.view(-1, x.size(-1))``.
+- ``torch.diff(input, n, dim, prepend, append)`` (and ``Tensor.diff``) is ``cat`` then ``n`` times
+  ``x[..., 1:] - x[..., :-1]`` along ``dim`` (``!=`` for bool, as torch); prepend and
+  append as numbers, and n < 0, keep thunder's registration. Hugging Face's masks call it on
+  position ids (``find_packed_sequence_indices``).
+- ``Tensor.new_ones/new_zeros/new_full(size, ...)`` are ``full(size, value)`` with the tensor's
+  dtype and device unless given (``requires_grad=True``, layouts, pinned memory keep thunder's
+  registration): thunder's fake-tensor meta read the tensor's sizes, which the result does not
+  depend on.
+
+The functions are lookasides of the torch functions and entries of thunder's method table for
+tensor proxies (``thunder.torch.langctx._method_name_to_fn_map``); what they do not cover calls
+thunder's symbol, as before.
+"""
+
+from __future__ import annotations
+
+import thunder.core.dtypes as dtypes
+import thunder.core.jit_ext as jit_ext
+import thunder.torch as ltorch
+import importlib
+import torch
+from thunder.core.proxies import TensorProxy
+
+from metatrace.patching import Patch, item
+
+
+def _addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    """torch.addmm in thunder ops; anything this does not cover goes to thunder's registration."""
+    if (
+        out is not None
+        or not all(isinstance(t, TensorProxy) for t in (input, mat1, mat2))
+        or mat1.ndim != 2
+        or mat2.ndim != 2
+        or beta == 0
+    ):
+        return ltorch.addmm(input, mat1, mat2, beta=beta, alpha=alpha, out=out)
+    product = ltorch.matmul(mat1, mat2)
+    if alpha != 1:
+        product = ltorch.mul(product, alpha)
+    if beta != 1:
+        input = ltorch.mul(input, beta)
+    return ltorch.add(input, product)
+
+
+def _diff(input, n=1, dim=-1, prepend=None, append=None):
+    parts = [t for t in (prepend, input, append) if t is not None]
+    if (
+        not all(isinstance(t, TensorProxy) for t in parts)
+        or not isinstance(n, int)
+        or n < 0
+        or input.ndim == 0
+    ):
+        return ltorch.diff(input, n=n, dim=dim, prepend=prepend, append=append)
+    x = ltorch.cat(parts, dim) if len(parts) > 1 else input
+    d = dim % input.ndim
+    later = (slice(None),) * d + (slice(1, None),)
+    earlier = (slice(None),) * d + (slice(None, -1),)
+    for _ in range(n):  # an empty or 1-long dimension gives empty differences, as in torch
+        a, b = ltorch.getitem(x, later), ltorch.getitem(x, earlier)
+        x = ltorch.ne(a, b) if x.dtype is dtypes.bool8 else ltorch.sub(a, b)
+    return x
+
+
+def _new_filled(name: str, value):
+    def new(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False, **kwargs):
+        fill = kwargs.pop("fill_value", value) if value is None else value
+        if value is None and fill is None and size:  # new_full(size, fill_value)
+            size, fill = size[:-1], size[-1]
+        if len(size) == 1 and isinstance(size[0], (tuple, list)):
+            size = tuple(size[0])
+        original = getattr(ltorch, name)
+        if (
+            not isinstance(self, TensorProxy)
+            or kwargs
+            or requires_grad
+            or pin_memory
+            or layout not in (None, torch.strided)
+            or fill is None
+        ):
+            args = (*size, fill) if value is None else size
+            return original(self, *args, dtype=dtype, device=device, requires_grad=requires_grad,
+                            layout=layout, pin_memory=pin_memory, **kwargs)
+        return ltorch.full(tuple(size), fill, device=device if device is not None else self.device,
+                           dtype=dtype if dtype is not None else self.dtype)
+
+    new.__name__ = name
+    return new
+
+
+_new_ones = _new_filled("new_ones", 1)
+_new_zeros = _new_filled("new_zeros", 0)
+_new_full = _new_filled("new_full", None)
+
+
+def _lookaside(fn):
+    return jit_ext.ensure_recursive_proxies(
+        jit_ext.interpreter_needs_wrap(jit_ext.record_source_loc_in_symbol_header(fn))
+    )
+
+
+def patches() -> list[Patch]:
+    why = "auto-registered torch functions traced as thunder ops (symbolic sizes, grad by their rules)"
+    general = "thunder.core.jit_ext._general_jit_lookaside_map"
+    methods = "thunder.torch.langctx._method_name_to_fn_map"
+    table = (
+        (torch.addmm, torch.Tensor.addmm, _addmm),
+        (torch.diff, torch.Tensor.diff, _diff),
+        (None, torch.Tensor.new_ones, _new_ones),
+        (None, torch.Tensor.new_zeros, _new_zeros),
+        (None, torch.Tensor.new_full, _new_full),
+    )
+    rows = []
+    for function, method, decomposition in table:
+        # the decomposition itself too: a tensor proxy's method (from the method table) is called
+        # through the interpreter, which must run it as an opaque function, as it does a symbol
+        for fn in (function, method, decomposition):
+            if fn is not None:
+                rows.append(item(jit_ext._general_jit_lookaside_map, fn, _lookaside(decomposition), why, label=general))
+        rows.append(item(importlib.import_module("thunder.torch.langctx")._method_name_to_fn_map, method.__name__, decomposition, why, label=methods))
+    return rows
