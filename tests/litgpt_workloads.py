@@ -44,6 +44,40 @@ def build(name: str, seed: int = 0) -> GPT:
     return GPT(config)
 
 
+def build_lora(name: str, seed: int = 0):
+    """litgpt's LoRA model (r=4 on query, value and projection) on the named testing config, 2
+    layers, only the LoRA weights trainable, those perturbed from their zero start (lora_B is
+    zero-initialised: its gradient path would add nothing to compare)."""
+    import litgpt.lora as lora
+
+    torch.manual_seed(seed)
+    config = lora.Config.from_name(name, n_layer=2, block_size=128, lora_r=4, lora_alpha=8,
+                                   lora_query=True, lora_value=True, lora_projection=True)
+    model = lora.GPT(config)
+    lora.mark_only_lora_as_trainable(model)
+    _perturb_trainable(model)
+    return model
+
+
+def build_adapter_v2(name: str, seed: int = 0):
+    """litgpt's adapter_v2 model on the named testing config, 2 layers, only the adapter weights
+    trainable, perturbed (its gating factors start at zero)."""
+    import litgpt.adapter_v2 as adapter_v2
+
+    torch.manual_seed(seed)
+    model = adapter_v2.GPT(adapter_v2.Config.from_name(name, n_layer=2, block_size=128))
+    adapter_v2.mark_only_adapter_v2_as_trainable(model)
+    _perturb_trainable(model)
+    return model
+
+
+def _perturb_trainable(model) -> None:
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(torch.randn_like(p) * 0.02)
+
+
 def tokens(model: GPT, shape: tuple[int, ...], seed: int) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(0, model.config.padded_vocab_size, shape, generator=generator)

@@ -19,45 +19,21 @@ import thunder
 import thunder.tests.litgpt_model  # noqa: F401  (registers the testing configs with litgpt)
 
 import metatrace
-from litgpt_workloads import all_traces, training_step
+from litgpt_workloads import all_traces, build_adapter_v2, build_lora, training_step
 
 pytestmark = pytest.mark.slow
 
 LENGTHS = (8, 13, 24, 40)
 
 
-def _lora():
-    import litgpt.lora as lora
-
-    config = lora.Config.from_name("llama2-like", n_layer=2, block_size=128, lora_r=4, lora_alpha=8,
-                                   lora_query=True, lora_value=True, lora_projection=True)
-    model = lora.GPT(config)
-    lora.mark_only_lora_as_trainable(model)
-    return model
-
-
-def _adapter_v2():
-    import litgpt.adapter_v2 as adapter_v2
-
-    model = adapter_v2.GPT(adapter_v2.Config.from_name("llama2-like", n_layer=2, block_size=128))
-    adapter_v2.mark_only_adapter_v2_as_trainable(model)
-    return model
-
-
-BUILDERS = {"lora": _lora, "adapter_v2": _adapter_v2}
+BUILDERS = {"lora": build_lora, "adapter_v2": build_adapter_v2}
 
 
 @pytest.fixture(scope="module", params=sorted(BUILDERS))
 def finetuned(request):
     """(steps, compiles, trace check failures): per length, (output, grads) of the jitted model
     and of an eager copy."""
-    torch.manual_seed(0)
-    model = BUILDERS[request.param]()
-    # adapter_v2's gating factors start at zero: give them values, or their branch adds nothing
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                p.add_(torch.randn_like(p) * 0.02)
+    model = BUILDERS[request.param]("llama2-like")
     reference = copy.deepcopy(model)
     steps, failures = [], []
     with metatrace.enable():

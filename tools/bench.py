@@ -29,6 +29,8 @@ values with metatrace disabled, alternated ``--litgpt-repeats`` times, medians a
    litgpt's ``generate`` calls a ThunderModule (full-length cache, fixed sizes).
 8. litgpt-hit: one call of the compiled forward (T=32, no grad) on the same input again, a cache
    hit (prologue, guards, computation), median of many.
+9. lora-train: as litgpt-train, on litgpt's LoRA model (r=4 on query, value, projection; only
+   the LoRA weights trainable), the finetuning case.
 
 Sections: codegen, tracing, prologue, nanogpt, litgpt-compile, litgpt-train, litgpt-decode,
 litgpt-hit. ``--only litgpt`` runs the litgpt ones (a name or a prefix, comma-separated),
@@ -215,10 +217,11 @@ def _first_call_seconds(config: str, training: bool, enable: bool, T: int = 32) 
     return seconds
 
 
-def _training_sequence(config: str, enable: bool) -> tuple[float, int]:
-    from litgpt_workloads import TRAINING_LENGTHS, build, training_input, training_step
+def _training_sequence(config: str, enable: bool, builder: str = "build") -> tuple[float, int]:
+    import litgpt_workloads
+    from litgpt_workloads import TRAINING_LENGTHS, training_input, training_step
 
-    model = build(config)
+    model = getattr(litgpt_workloads, builder)(config)
     inputs = [training_input(model, T) for T in TRAINING_LENGTHS]
     context, cache = _modes(enable)
     with context:
@@ -279,6 +282,14 @@ def bench_litgpt_training(config: str, repeats: int) -> None:
           + f"; compiles: stock {stock_compiles}, metatrace {our_compiles}")
 
 
+def bench_lora_training(config: str, repeats: int) -> None:
+    runs = _alternate(lambda enable: _training_sequence(config, enable, "build_lora"), repeats)
+    stock, ours = ([t for t, _ in side] for side in runs)
+    (_, stock_compiles), (_, our_compiles) = runs[0][-1], runs[1][-1]
+    print(_ratio_line(f"litgpt LoRA {config} finetuning step over T=8,12,16,24,32,40,48,64, total", stock, ours)
+          + f"; compiles: stock {stock_compiles}, metatrace {our_compiles}  (target <= 0.35)")
+
+
 def bench_litgpt_decode(config: str, repeats: int, steps: int, stock_variants: str) -> None:
     ours = []
     stock = {True: [], False: []}
@@ -304,7 +315,8 @@ def bench_litgpt_hit(config: str, repeats: int) -> None:
           + "  (target <= 1.10)")
 
 
-SECTIONS = ("codegen", "tracing", "prologue", "nanogpt", "litgpt-compile", "litgpt-train", "litgpt-decode", "litgpt-hit")
+SECTIONS = ("codegen", "tracing", "prologue", "nanogpt", "litgpt-compile", "litgpt-train", "litgpt-decode", "litgpt-hit",
+            "lora-train")
 
 
 def _selected(only: str | None, skip: str | None) -> list[str]:
@@ -365,6 +377,8 @@ def main() -> None:
         bench_litgpt_decode(config, repeats, args.decode_steps, args.decode_stock)
     if "litgpt-hit" in sections:
         bench_litgpt_hit(config, repeats)
+    if "lora-train" in sections:
+        bench_lora_training(config, repeats)
 
 
 if __name__ == "__main__":
