@@ -174,31 +174,25 @@ def _bool(original):
     return __bool__
 
 
-def _index(original):
-    def __index__(self) -> int:
-        value = original(self)
-        concretizations.static(self, value, "__index__")
-        return value
+def _baking_in(name: str, why: str, value_of_self: bool):
+    """A conversion dunder that reports the value it bakes in: ``__index__`` reports its result,
+    ``int()``/``float()`` the number's own value (what the guard compares)."""
 
-    return __index__
+    def wrap(original):
+        def method(self):
+            value = original(self)
+            concretizations.static(self, self.value if value_of_self else value, why)
+            return value
 
+        method.__name__ = name
+        return method
 
-def _int(original):
-    def __int__(self) -> int:
-        value = original(self)
-        concretizations.static(self, self.value, "int()")
-        return value
-
-    return __int__
+    return wrap
 
 
-def _float(original):
-    def __float__(self) -> float:
-        value = original(self)
-        concretizations.static(self, self.value, "float()")
-        return value
-
-    return __float__
+_index = _baking_in("__index__", "__index__", value_of_self=False)
+_int = _baking_in("__int__", "int()", value_of_self=True)
+_float = _baking_in("__float__", "float()", value_of_self=True)
 
 
 def _bool_lookaside(original):
