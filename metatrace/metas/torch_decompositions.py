@@ -64,6 +64,8 @@ def _diff(input, n=1, dim=-1, prepend=None, append=None):
         or not isinstance(n, int)
         or n < 0
         or input.ndim == 0
+        or not isinstance(dim, int)
+        or not -input.ndim <= dim < input.ndim  # (thunder's registration raises as torch does)
     ):
         return ltorch.diff(input, n=n, dim=dim, prepend=prepend, append=append)
     x = ltorch.cat(parts, dim) if len(parts) > 1 else input
