@@ -429,3 +429,30 @@ def test_sqrt_of_a_negative_number_raises_as_eager(enabled):
         fn(torch.ones(2), -4)
     with pytest.raises(ValueError):
         jf(torch.ones(2), -4)
+
+
+class _ScaledConv(torch.nn.Module):
+    """A conv net scaling by ``1 / sqrt(length)``: the backward converts a cotangent to float."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(4, 8, 3, padding=1)
+        self.up = torch.nn.Upsample(scale_factor=2)
+
+    def forward(self, x, w):
+        h = self.up(torch.relu(self.conv(x))) * (1.0 / math.sqrt(x.shape[-1]))
+        return (h.mean(-1) @ w).sum()
+
+
+def test_backward_float_of_a_cotangent_does_not_pin_the_length(enabled):
+    """Grad on ``w`` only: the grad transform's ``float()`` range guard on a number computed from
+    a cotangent cannot be projected to the inputs; it pinned every length (one compile each)."""
+    torch.manual_seed(0)
+    model = _ScaledConv()
+    jm = thunder.jit(model, cache="symbolic values")
+    for length in (5, 9, 16):
+        x, w = torch.randn(2, 4, length), torch.randn(8, 3, requires_grad=True)
+        (expected,) = torch.autograd.grad(model(x, w), w)
+        (got,) = torch.autograd.grad(jm(x, w), w)
+        torch.testing.assert_close(got, expected)
+    assert thunder.cache_misses(jm) == 1

@@ -24,7 +24,7 @@ from metatrace.metas.runtime import INTERPRETING
 from metatrace.guards.collect import GuardCollector, exact
 from metatrace.guards.program import GuardProgram, ProgramConstraint, input_sizes_and_numbers, normalize
 from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project
-from metatrace.guards.record import Guard
+from metatrace.guards.record import FLOAT_RANGE, Guard
 from metatrace.guards.registry import PROGRAMS
 from thunder.core.proxies import NumberProxy, TensorProxy
 
@@ -103,6 +103,11 @@ def _program(program_id, collector, leaves, renamed, shown, sizes, forward_texts
         try:
             _, used = project([guard.lhs, guard.rhs], producers, is_leaf=lambda p: p.name in leaf_names)
         except Unprojectable as e:
+            if guard.why == FLOAT_RANGE:
+                # float(n) of a number no guard can express (a cotangent): no guard relies on it,
+                # as in the forward program (metatrace.guards.program)
+                seen.discard(guard.key())
+                continue
             # Pin every input number and size: only identical inputs reuse this backward.
             site = f" at {guard.where}" if guard.where else ""
             why = f"pinned by the grad transform: {e}{site}"
@@ -111,6 +116,12 @@ def _program(program_id, collector, leaves, renamed, shown, sizes, forward_texts
             return GuardProgram(program_id, pins, texts, leaves, {})
         guards.append(guard)
     names = dict(zip(renamed, shown))
+    if getattr(collector, "inexact_float", False):
+        # an integer beyond 2**53 was converted to float: the simplifier's float(n) == n does not
+        # hold, so the guards are checked as recorded (as the forward program does)
+        checked = guards
+        texts = [describe_guard(guard, producers, names) + " (grad transform)" for guard in guards]
+        return GuardProgram(program_id, checked, texts, leaves, producers, leaf_names=renamed)
     try:
         checked = simplify(guards, producers, renamed, names, sizes, is_leaf=lambda p: p.name in leaf_names)
     except Exception:  # not expected: the guards as recorded are as correct, only longer
