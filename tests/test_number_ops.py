@@ -193,3 +193,24 @@ def test_guard_emitter_writes_row_as_it_evaluates(row, negate_first):
         expected = _outcome(row.evaluate, expected_args)
         got = _outcome(lambda *_: _emitted(row, negate_first, args), args)
         assert _same(expected, got), f"{row.op}{expected_args} -> {expected}, emitted -> {got}"
+
+
+@pytest.mark.parametrize("row", [row for row in ROWS if row.meta], ids=_row_id)
+def test_row_meta_operator_records_the_row_symbol(row):
+    """The runtime function the rewritten metas call for the row records the row's symbol, with
+    the row's value, on a symbolic operand."""
+    from thunder.core.trace import TraceCtx, tracectx
+    from thunder.core.proxies import IntegerProxy
+
+    from metatrace.metas import runtime
+
+    scope: list = []
+    with tracectx(TraceCtx()):
+        n = IntegerProxy(name="n", value=6)
+        tokens = (runtime.RECORDER.set(scope), runtime.RECORDED.set([]))
+        try:
+            out = getattr(runtime, row.meta)(*(n, 4)[: row.arity])
+        finally:
+            runtime.RECORDED.reset(tokens[1])
+            runtime.RECORDER.reset(tokens[0])
+    assert [(bsym.sym.id, bsym.output.value) for bsym in scope] == [(row.id, row.evaluate(*(6, 4)[: row.arity]))]

@@ -18,7 +18,7 @@ each function does exactly what thunder's own code did.
 from __future__ import annotations
 
 import builtins
-import math
+import inspect
 import operator
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
@@ -93,23 +93,25 @@ INTERPRETING: ContextVar[bool] = ContextVar("metatrace_interpreting", default=Fa
 RECORDED: ContextVar[list | None] = ContextVar("metatrace_recorded", default=None)
 
 
-def _binary(sym, fn: Callable, fold: Callable | None = None) -> Callable:
-    """An arithmetic operator that records ``sym`` on symbolic operands.
+def _operator(sym, fn: Callable, arity: int, fold: Callable | None = None) -> Callable:
+    """An arithmetic operator of ``arity`` operands that records ``sym`` on symbolic numbers (``fn``
+    computes the value).
 
     ``fold(a, b)`` returns an operand when the operation is an identity (``x - 0``) so nothing
     needs recording, or ``_MISSING``.
     """
 
-    def op(a, b):
-        if not (_is_symbolic(a) or _is_symbolic(b)) or RECORDER.get() is None:
-            return fn(a, b)
-        if isinstance(a, TensorProxy) or isinstance(b, TensorProxy) or not isinstance(a, (Number, NumberProxy)) or not isinstance(b, (Number, NumberProxy)):
-            return fn(a, b)
-        if fold is not None and (folded := fold(a, b)) is not _MISSING:
+    def op(*args):
+        if RECORDER.get() is None or not any(map(_is_symbolic, args)):
+            return fn(*args)
+        if not all(isinstance(a, (Number, NumberProxy)) and not isinstance(a, TensorProxy) for a in args):
+            return fn(*args)
+        if fold is not None and (folded := fold(*args)) is not _MISSING:
             return folded
-        return _record(sym, fn(_thunder_pyval(a), _thunder_pyval(b)), a, b)
+        return _record(sym, fn(*map(_thunder_pyval, args)), *args)
 
     op.__name__ = fn.__name__
+    op.__signature__ = inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in "ab"[:arity]])
     return op
 
 
@@ -148,8 +150,12 @@ def _fold_floordiv(a, b):
     return a if _is_literal(b, 1) and isinstance(a, NumberProxy) and a.python_type is int else _MISSING
 
 
-_add = _binary(prims.add, operator.add, _fold_add)
-_sub = _binary(prims.sub, operator.sub, _fold_sub)
+# The recording operators of the number_ops rows with a ``meta`` name, as the rewritten metas call
+# them: _add, _sub (under add/sub below), mul, floordiv, mod, pow, bitand, bitor, xor, _maximum,
+# _minimum (under max_/min_), neg, abs_, ceil, floor, trunc, invert.
+_FOLDS = {"add": _fold_add, "sub": _fold_sub, "mul": _fold_mul, "py_floordiv": _fold_floordiv}
+globals().update({row.meta: _operator(getattr(prims, row.name), row.evaluate, row.arity, _FOLDS.get(row.name))
+                  for row in number_ops.PRIM_OPS if row.meta})
 
 
 def _is_symbolic_int(x) -> bool:
@@ -186,15 +192,10 @@ def sub(a, b):
     if RECORDER.get() is not None and _is_symbolic_int(a) and type(b) is int:
         return _offset(a, -b)
     return _sub(a, b)
-mul = _binary(prims.mul, operator.mul, _fold_mul)
-floordiv = _binary(prims.py_floordiv, operator.floordiv, _fold_floordiv)
-mod = _binary(prims.remainder, operator.mod)
-pow = _binary(prims.pow, operator.pow)
-bitand = _binary(prims.bitwise_and, operator.and_)
-bitor = _binary(prims.bitwise_or, operator.or_)
-xor = _binary(prims.bitwise_xor, operator.xor)
-_maximum = _binary(prims.maximum, builtins.max)
-_minimum = _binary(prims.minimum, builtins.min)
+
+
+# Python's ``/`` on floats; prims.div's own evaluation truncates ints (see truediv).
+_true_division = _operator(prims.div, operator.truediv, 2)
 
 
 def truediv(a, b):
@@ -202,7 +203,7 @@ def truediv(a, b):
     # int / int on a symbol is rare in metas and is concretized instead.
     if (_is_symbolic(a) or _is_symbolic(b)) and RECORDER.get() is not None:
         if isinstance(_thunder_pyval(a), float) or isinstance(_thunder_pyval(b), float):
-            return _binary(prims.div, operator.truediv)(a, b)
+            return _true_division(a, b)
         return concretize(a, "int / int") / concretize(b, "int / int")
     return a / b
 
@@ -215,42 +216,15 @@ def rshift(a, b):
     return concretize(a, ">>") >> concretize(b, ">>")
 
 
-def _unary(sym, fn: Callable) -> Callable:
-    def op(a):
-        if not _is_symbolic(a) or RECORDER.get() is None:
-            return fn(a)
-        return _record(sym, fn(_thunder_pyval(a)), a)
-
-    op.__name__ = fn.__name__
-    return op
-
-
-neg = _unary(prims.neg, operator.neg)
-abs_ = _unary(prims.py_abs, builtins.abs)
-ceil = _unary(prims.ceil, math.ceil)
-floor = _unary(prims.floor, math.floor)
-trunc = _unary(prims.trunc, math.trunc)
-invert = _unary(prims.bitwise_not, operator.invert)
-
-
 def pos(a):
     return a if _is_symbolic(a) else +a
 
 
-_INPLACE = {
-    "add": (add, operator.iadd),
-    "sub": (sub, operator.isub),
-    "mul": (mul, operator.imul),
-    "truediv": (truediv, operator.itruediv),
-    "floordiv": (floordiv, operator.ifloordiv),
-    "mod": (mod, operator.imod),
-    "pow": (pow, operator.ipow),
-    "bitand": (bitand, operator.iand),
-    "bitor": (bitor, operator.ior),
-    "xor": (xor, operator.ixor),
-    "lshift": (lshift, operator.ilshift),
-    "rshift": (rshift, operator.irshift),
-}
+# ``a <op>= b``: the recording operator and Python's in-place one, by the name the rewriter uses.
+_INPLACE = {name: (globals()[name], getattr(operator, inplace)) for name, inplace in (
+    ("add", "iadd"), ("sub", "isub"), ("mul", "imul"), ("truediv", "itruediv"), ("floordiv", "ifloordiv"),
+    ("mod", "imod"), ("pow", "ipow"), ("bitand", "iand"), ("bitor", "ior"), ("xor", "ixor"),
+    ("lshift", "ilshift"), ("rshift", "irshift"))}
 
 
 def iop(name: str, a, b):
@@ -305,12 +279,8 @@ def _comparison(name: str) -> Callable:
     return compare
 
 
-eq = _comparison("eq")
-ne = _comparison("ne")
-lt = _comparison("lt")
-le = _comparison("le")
-gt = _comparison("gt")
-ge = _comparison("ge")
+# eq, ne, lt, le, gt, ge
+globals().update({name: _comparison(name) for name in number_ops.BY_RELATION})
 
 
 def truth(x) -> bool:
