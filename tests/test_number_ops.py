@@ -14,7 +14,7 @@ import pytest
 import thunder.core.dtypes as dtypes
 import thunder.core.prims as prims
 
-from metatrace.metas import number_ops
+from metatrace.metas import number_ops, record_state
 from metatrace.metas.number_ops import ROWS, NumberOp
 
 
@@ -207,10 +207,10 @@ def test_row_meta_operator_records_the_row_symbol(row):
     scope: list = []
     with tracectx(TraceCtx()):
         n = IntegerProxy(name="n", value=6)
-        tokens = (runtime.RECORDER.set(scope), runtime.RECORDED.set([]))
+        tokens = (record_state.RECORDER.set(scope), record_state.RECORDED.set([]))
         try:
             out = getattr(runtime, row.meta)(*(n, 4)[: row.arity])
         finally:
-            runtime.RECORDED.reset(tokens[1])
-            runtime.RECORDER.reset(tokens[0])
+            record_state.RECORDED.reset(tokens[1])
+            record_state.RECORDER.reset(tokens[0])
     assert [(bsym.sym.id, bsym.output.value) for bsym in scope] == [(row.id, row.evaluate(*(6, 4)[: row.arity]))]

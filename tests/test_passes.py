@@ -31,7 +31,7 @@ import metatrace
 import metatrace.grad.deferred_guards as deferred_guards
 import metatrace.passes.size_producers as size_producers
 from metatrace.checker import check_trace, find_orphans
-from metatrace.metas.runtime import INTERPRETING
+from metatrace.metas.record_state import INTERPRETING
 from metatrace.passes.hoist_producers import hoist_size_producers, is_number_op
 from metatrace.passes.keep_size_names import keep_size_names, renames
 from metatrace.passes.restore_producers import index_after, restore_size_producers

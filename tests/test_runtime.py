@@ -8,6 +8,7 @@ import thunder.core.prims as prims
 from thunder.core.proxies import IntegerProxy
 
 import metatrace.metas.runtime as rt
+import metatrace.metas.record_state as record_state
 from metatrace.metas import concretizations
 from metatrace.guards.collect import GuardCollector
 from prim_samples import direct_call_context, n
@@ -18,15 +19,15 @@ def recorder():
     """A live recorder (as while a rewritten meta runs) and a guard collector."""
     with direct_call_context():
         scope: list = []
-        tokens = (rt.RECORDER.set(scope), rt.RECORDED.set([]))
+        tokens = (record_state.RECORDER.set(scope), record_state.RECORDED.set([]))
         collector = GuardCollector()
         sink_token = concretizations.COLLECTOR.set(collector)
         try:
             yield scope, collector
         finally:
             concretizations.COLLECTOR.reset(sink_token)
-            rt.RECORDED.reset(tokens[1])
-            rt.RECORDER.reset(tokens[0])
+            record_state.RECORDED.reset(tokens[1])
+            record_state.RECORDER.reset(tokens[0])
 
 
 def _ops(scope):

@@ -30,6 +30,7 @@ import libcst as cst
 import pytest
 
 import metatrace.metas.runtime as runtime
+import metatrace.metas.record_state as record_state
 import rewrites
 from rewrites.arithmetic import AUGMENTED_OPS, BINARY_OPS, UNARY_OPS
 from rewrites.builtin_calls import BUILTIN_CALLS
@@ -61,12 +62,12 @@ def recording(request):
         yield None
         return
     scope: list = []
-    tokens = (runtime.RECORDER.set(scope), runtime.RECORDED.set([]))
+    tokens = (record_state.RECORDER.set(scope), record_state.RECORDED.set([]))
     try:
         yield scope
     finally:
-        runtime.RECORDED.reset(tokens[1])
-        runtime.RECORDER.reset(tokens[0])
+        record_state.RECORDED.reset(tokens[1])
+        record_state.RECORDER.reset(tokens[0])
 
 
 def _compile(source: str, namespace: dict) -> types.FunctionType:
@@ -368,10 +369,10 @@ def test_symbolic_int_is_int_on_plain_values():
 
 def test_plain_values_record_nothing_under_a_recorder():
     scope: list = []
-    token = runtime.RECORDER.set(scope)
+    token = record_state.RECORDER.set(scope)
     try:
         for op in BINARY + COMPARISONS:
             mismatches(f"def f(a, b):\n    return a {op} b\n", [(3, 2), (2.5, 4), (True, 1)])
     finally:
-        runtime.RECORDER.reset(token)
+        record_state.RECORDER.reset(token)
     assert scope == []

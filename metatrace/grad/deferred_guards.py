@@ -20,7 +20,7 @@ from thunder.core.compile_data import _compile_data
 from metatrace.metas import concretizations
 from metatrace.passes.hoist_producers import hoist_size_producers
 from metatrace.guards.registry import new_id
-from metatrace.metas.runtime import INTERPRETING
+from metatrace.metas.record_state import INTERPRETING
 from metatrace.guards.collect import GuardCollector, exact
 from metatrace.guards.program import GuardProgram, ProgramConstraint, input_sizes_and_numbers, normalize
 from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project

@@ -18,7 +18,7 @@ from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import NumberProxy, TensorProxy
 
 from metatrace.metas import concretizations
-from metatrace.metas.runtime import INTERPRETING
+from metatrace.metas.record_state import INTERPRETING
 from metatrace.guards.explain import log_miss
 from metatrace.grad.deferred_guards import add_deferred_program
 from metatrace.guards.collect import GuardCollector

@@ -21,7 +21,7 @@ from thunder.core.proxies import NumberProxy, Proxy
 from thunder.core.pytree import tree_iter
 
 from metatrace.metas import concretizations
-from metatrace.metas.runtime import INTERPRETING, RECORDED, RECORDER, SIZE_SOURCES, VALUE_PROPAGATION
+from metatrace.metas.record_state import INTERPRETING, RECORDED, RECORDER, SIZE_SOURCES, VALUE_PROPAGATION
 
 
 def caller_scope(trace) -> list | None:
@@ -46,7 +46,7 @@ _SCAN_LIMIT = 4096
 
 
 class SizeSources:
-    """For ``runtime._bind_sizes``: which tensor argument each size symbol of the running meta's
+    """For ``record_state.bind_sizes``: which tensor argument each size symbol of the running meta's
     inputs belongs to, and the names the recorder's scope already defines. Both are computed on
     first need: most metas record nothing on sizes, and a compile runs thousands of metas."""
 

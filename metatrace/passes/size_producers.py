@@ -32,7 +32,7 @@ import thunder.transforms.autodiff as autodiff
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
-from metatrace.metas.runtime import INTERPRETING
+from metatrace.metas.record_state import INTERPRETING
 from metatrace.passes.hoist_producers import hoist_size_producers  # noqa: F401  (re-exported)
 from metatrace.passes.keep_size_names import keep_size_names
 from metatrace.passes.restore_producers import restore_size_producers

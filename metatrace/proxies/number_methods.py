@@ -33,6 +33,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import get_tracectx
 
+import metatrace.metas.record_state as record_state
 import metatrace.metas.runtime as runtime
 from metatrace.metas import python_executor, concretizations
 from metatrace.patching import Patch, attribute, item
@@ -75,10 +76,10 @@ def _comparison(name: str, fn):
 def _compare(name: str, fn, original):
     def compare(self, other):
         # While thunder interprets (a guard collector listens) and through the passes after it
-        # (the grad transform, executor passes: ``runtime.INTERPRETING``), where a re-run
+        # (the grad transform, executor passes: ``record_state.INTERPRETING``), where a re-run
         # composite repeats the decisions its first run made and guarded.
         if isinstance(other, (int, float, NumberProxy)) and (
-            (collector := concretizations.COLLECTOR.get()) is not None or runtime.INTERPRETING.get()
+            (collector := concretizations.COLLECTOR.get()) is not None or record_state.INTERPRETING.get()
         ):
             if self is other and isinstance(self, IntegerProxy):
                 return runtime._REFLEXIVE[name.strip('_')]  # i == i: no guard, no bound symbol
@@ -124,7 +125,7 @@ def _arithmetic_method(name: str, fn, swapped: bool, original):
     identity = _IDENTITIES.get(name)
 
     def arithmetic(self, other):
-        if isinstance(other, (int, float, NumberProxy)) and runtime.RECORDER.get() is not None and in_meta():
+        if isinstance(other, (int, float, NumberProxy)) and record_state.RECORDER.get() is not None and in_meta():
             return fn(other, self) if swapped else fn(self, other)
         if (is_bool_number(self) or is_bool_number(other)) and isinstance(other, (int, float, NumberProxy)):
             if get_tracectx() is not None:
@@ -137,7 +138,7 @@ def _arithmetic_method(name: str, fn, swapped: bool, original):
             and isinstance(self, IntegerProxy)
             and getattr(self, "python_type", int) is int  # True * 1 is 1, an int: no fold for a bool
         ):
-            if concretizations.COLLECTOR.get() is not None or runtime.INTERPRETING.get():
+            if concretizations.COLLECTOR.get() is not None or record_state.INTERPRETING.get():
                 # ``numel = 1; numel *= length`` in clang.reshape: an integer times 1 (plus 0) is
                 # itself, with no prims.mul for every later pass to re-trace
                 return self
