@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunder.core.pytree import tree_iter
+from thunder.core.trace import TraceCtx
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,9 @@ def _walk(bsyms, defined: set[str], orphans: list[Orphan]) -> None:
 
 def check_trace(trace, *, thunder_checks: bool = True) -> None:
     """Raises TraceCheckError listing every undefined symbol use (and thunder's own checks' errors)."""
+    if not isinstance(trace, TraceCtx):
+        raise TypeError(f"check_trace expects a thunder trace (a TraceCtx, e.g. thunder.last_traces(jfn)[-1]), "
+                        f"got {type(trace).__name__}: {trace!r:.80}")
     if thunder_checks:
         _thunder_check_trace(trace)
     orphans = find_orphans(trace)

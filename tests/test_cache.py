@@ -142,3 +142,15 @@ def test_cli_script_runs_and_prints_totals(empty_cache_dir):
     assert "ported" in proc.stdout and "of 171 prims" in proc.stdout
     manifest = json.loads(next(cache_dir.iterdir()).joinpath(cache.MANIFEST_FILE).read_text())
     assert len(manifest["prims"]) == 171
+
+
+def test_unwritable_cache_directory_is_one_line_naming_it_and_the_variable(cache_dir, monkeypatch, capsys):
+    # a directory under a regular file can never be created, whoever runs the test
+    blocked = cache_dir / "a-file" / "cache"
+    (cache_dir / "a-file").write_text("")
+    monkeypatch.setenv("METATRACE_CACHE_DIR", str(blocked))
+    assert cli.rewrite_metas([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err]
+    assert str(blocked) in err
+    assert "METATRACE_CACHE_DIR" in err

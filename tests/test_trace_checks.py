@@ -152,3 +152,9 @@ def test_traces_pass_both_checkers_and_match_eager(enabled, case):
             torch.testing.assert_close(_grads(jitted_args), _grads(eager_args))
         assert _failing_traces(jf) == []
     assert thunder.cache_misses(jf) == case.compiles
+
+
+@pytest.mark.parametrize("not_a_trace", [None, "trace", []])
+def test_check_trace_of_something_else_says_it_expects_a_trace(not_a_trace):
+    with pytest.raises(TypeError, match="expects a thunder trace"):
+        check_trace(not_a_trace)

@@ -25,6 +25,11 @@ class CorruptCacheError(Exception):
     pass
 
 
+class CacheDirectoryError(OSError):
+    """The cache directory cannot be created or written: the message names it and the variable
+    that moves it."""
+
+
 def base_directory() -> Path:
     if env := os.environ.get("METATRACE_CACHE_DIR"):
         return Path(env)
@@ -42,8 +47,14 @@ def directory(out: Path | None = None, key: str | None = None) -> Path:
 
 def atomic_write(path: Path, text: str) -> None:
     """Write to a temporary file in the same directory, then rename: readers never see a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise CacheDirectoryError(
+            f"cannot write metatrace's cache directory {path.parent}: {e.strerror or e} "
+            "(set METATRACE_CACHE_DIR to a writable directory)"
+        ) from e
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -85,7 +96,7 @@ def state(out: Path | None = None) -> CacheState:
     dir_ = directory(out, key)
     try:
         read(dir_, key)
-    except FileNotFoundError:
+    except OSError:  # missing, or unreadable as a directory
         return CacheState(dir_, "missing")
     except CorruptCacheError as e:
         return CacheState(dir_, f"corrupt: {e}")
@@ -111,7 +122,7 @@ def ensure(out: Path | None = None, *, force: bool = False) -> CacheResult:
         try:
             text, manifest = read(dir_, key)
             return CacheResult(dir_, text, manifest, "reused")
-        except FileNotFoundError:
+        except OSError:  # missing or unreadable (a path through a file): writing names the problem
             pass
         except CorruptCacheError as e:
             action = f"regenerated ({e})"

@@ -29,7 +29,7 @@ def rewrite_metas(argv: list[str] | None = None) -> int:
             print(f"{state.directory}: {state.status}")
             return 0 if state.status == "current" else 1
         result = cache.ensure(args.out, force=args.force)
-    except RewriteError as e:
+    except (RewriteError, cache.CacheDirectoryError) as e:
         print(f"rewrite_metas: {e}", file=sys.stderr)
         return 2
     counts = {"ported": 0, "fallback": 0}
