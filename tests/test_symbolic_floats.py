@@ -456,3 +456,11 @@ def test_backward_float_of_a_cotangent_does_not_pin_the_length(enabled):
         (got,) = torch.autograd.grad(jm(x, w), w)
         torch.testing.assert_close(got, expected)
     assert thunder.cache_misses(jm) == 1
+
+
+def test_explain_shows_the_float_exactness_bound_as_a_power_of_two(enabled):
+    # float(n) is exact for |n| <= 2**53: the guard keeping an entry to that range reads as such
+    jf = thunder.jit(lambda x, n: x * float(n), cache="symbolic values")
+    jf(torch.ones(2), 3)
+    (entry,) = metatrace.explain(jf)
+    assert "-2**53 <= n <= 2**53" in entry.guards

@@ -30,6 +30,12 @@ def _is_name(spelling: str) -> bool:
     return spelling[0].isalpha() or spelling[0] == "_"
 
 
+def _power_of_two(n: int) -> str | None:
+    """``2**53`` for 9007199254740992: how ``explain`` shows a large power of two (float exactness
+    bounds), None for any other number."""
+    return f"2**{n.bit_length() - 1}" if n >= 2**32 and n & (n - 1) == 0 else None
+
+
 def render(e, leaf: Callable[[str], str] | None = None, constant: Callable[[Any], str] | None = None,
            python: bool = False) -> tuple[str, int]:
     """(text, precedence) of ``e``; ``python``: source for GuardProgram (leaf -> parameter)."""
@@ -41,6 +47,8 @@ def render(e, leaf: Callable[[str], str] | None = None, constant: Callable[[Any]
         return text if prec >= min_prec else f"({text})"
 
     def literal(v) -> tuple[str, int]:
+        if type(v) is int and not python and (power := _power_of_two(v)):
+            return power, 90
         if type(v) is int or (type(v) is float and math.isfinite(v)):
             return repr(v), (100 if math.copysign(1, v) > 0 else 80)  # -0.0 is a negation too
         return (constant(v) if python else repr(v)), 100
@@ -72,7 +80,8 @@ def render(e, leaf: Callable[[str], str] | None = None, constant: Callable[[Any]
     def term(m: tuple, c: int) -> tuple[str, int, bool]:
         """|c| * m: (text, precedence, whether it is a product)"""
         if not m:
-            return str(abs(c)), 100, False
+            power = None if python else _power_of_two(abs(c))
+            return (power, 90, False) if power else (str(abs(c)), 100, False)
         if len(m) == 1 and abs(c) == 1:
             return (*go(m[0]), False)
         factors = [paren(n, 71) for n in m]
