@@ -9,26 +9,19 @@ function (prologue, computation stages, backward) passes the strict checker, exc
 listed below with the reason.
 
 The baseline depends on stock thunder only: it is kept in the cache directory
-(``test-baselines/``, keyed by thunder's and torch's versions and the harnesses' sources) and
-computed again only when that key changes.
+(tests/stock_baselines.py) and computed again only when its key changes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
-import torch
 
 import thunder
 
-import grad_harness
 import metatrace
-import opinfo_harness
-from metatrace.codegen import cache
+import stock_baselines
 from grad_harness import grad_ops, iter_grad_samples, run_grad_case, run_grad_shared
 from metatrace.checker import find_orphans
 
@@ -48,22 +41,8 @@ def _orphans(jfn) -> list[str]:
     return [f"{t.get_provenance()}: {o}".replace("\n", " ")[:200] for t in traces for o in find_orphans(t)]
 
 
-def _baseline_file() -> Path:
-    """Where stock thunder's baseline statuses are kept: the cache directory, keyed by thunder's
-    and torch's versions, the samples per op and the harnesses' sources (a deterministic
-    precomputation: the samples are seeded, stock thunder is unchanged by metatrace.disable())."""
-    h = hashlib.sha256(f"{thunder.__version__}\0{torch.__version__}\0{SAMPLES_PER_OP}".encode())
-    for module in (grad_harness, opinfo_harness):
-        h.update(Path(module.__file__).read_bytes())
-    return cache.base_directory() / "test-baselines" / f"grad-sweep-{h.hexdigest()[:16]}.json"
-
-
-def _cached_baseline() -> dict[str, list[str]] | None:
-    try:
-        statuses = json.loads(_baseline_file().read_text())
-    except (OSError, ValueError):
-        return None
-    return statuses if isinstance(statuses, dict) and statuses.keys() == OPS.keys() else None
+def _valid(statuses) -> bool:
+    return isinstance(statuses, dict) and statuses.keys() == OPS.keys()
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +51,7 @@ def outcomes() -> dict[str, list[dict]]:
     the cache directory when an earlier run computed it), the fresh and the shared run's results
     under metatrace, and the fresh function's orphans."""
     assert not metatrace.is_enabled()
-    cached = _cached_baseline()
+    cached = stock_baselines.cached("grad-sweep", SAMPLES_PER_OP, valid=_valid)
     baselines: dict[str, list[str]] = {}
     result: dict[str, list[dict]] = defaultdict(list)
     for name, op in OPS.items():
@@ -92,9 +71,7 @@ def outcomes() -> dict[str, list[dict]]:
         for b, f, o, s in zip(baseline, fresh, orphans, shared):
             result[name].append({"baseline": b, "fresh": f, "orphans": o, "shared": s})
     if baselines != cached:
-        path = _baseline_file()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        cache.atomic_write(path, json.dumps(baselines, sort_keys=True))
+        stock_baselines.store("grad-sweep", SAMPLES_PER_OP, value=baselines)
     return result
 
 

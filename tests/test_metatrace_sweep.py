@@ -8,7 +8,6 @@ $METATRACE_SWEEP_SAMPLES (harness default).
 
 from __future__ import annotations
 
-import collections
 from collections import defaultdict
 
 import pytest
@@ -17,43 +16,18 @@ import thunder
 
 import metatrace
 from metatrace.checker import find_orphans
-from opinfo_harness import STATUSES, default_cases, run_case
+import stock_baselines
+from opinfo_harness import default_cases, run_case
 
-CASES, SKIPPED = default_cases()  # SKIPPED: op name -> why its samples could not be built
+CASES, _ = default_cases()
 OPS = sorted({op.name for op, _ in CASES})
 
 
 @pytest.fixture(scope="module")
-def stock() -> list[tuple[str, str, bool]]:
-    """Per case, stock thunder (metatrace not enabled) under constant values, thunder's default
-    cache: (status, first error line, whether a first computation trace is there)."""
-    assert not metatrace.is_enabled()
-    result = []
-    for op, sample in CASES:
-        r = run_case(op, sample, cache="constant values")
-        traced = r.status in ("ok", "mismatch") and thunder.last_traces(r.jfn)[0] is not None
-        result.append((r.status, (r.error or "").splitlines()[0][:160] if r.error else "", traced))
-    return result
-
-
-@pytest.mark.sweep
-@pytest.mark.parametrize("cache", ["constant values"])
-def test_stock_thunder_sweep(cache, stock):
-    """The baseline sweep's constant-values half (``test_opinfo_sweep`` has the symbolic one):
-    the harness never crashes, and tracing that finished left its first computation trace."""
-    counts = collections.Counter()
-    failures = collections.defaultdict(list)  # (status, op name) -> first error lines
-    for (op, _), (status, error, traced) in zip(CASES, stock):
-        assert status in STATUSES
-        counts[status] += 1
-        if status != "ok":
-            failures[status, op.name].append(error)
-        if status in ("ok", "mismatch"):
-            assert traced
-    print(f"\n[{cache}] {dict(counts)}; skipped ops: {SKIPPED}")
-    for (status, name), errors in sorted(failures.items()):
-        print(f"  {status:15} {name} x{len(errors)}: {errors[0]}")
-    assert counts["ok"] > 0
+def stock() -> list[list]:
+    """Per case, stock thunder under constant values, thunder's default cache (the baseline that
+    test_opinfo_sweep checks): [status, first error line, traced]."""
+    return stock_baselines.opinfo_sweep("constant values")
 
 
 @pytest.fixture(scope="module")

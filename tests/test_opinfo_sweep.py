@@ -1,43 +1,34 @@
-"""Baseline sweep of thunder's opinfos with stock thunder (metatrace not enabled).
-
-Records what stock thunder does under each cache mode, and checks that the harness
-itself never crashes: errors in thunder or in the torch reference are statuses, not
-exceptions.  Samples per op: $METATRACE_SWEEP_SAMPLES (default in opinfo_harness).
-Run with ``pytest -m sweep -s`` to see the summary.
+"""Baseline sweep of thunder's opinfos with stock thunder (metatrace not enabled), under each
+cache mode: the harness itself never crashes (errors in thunder or in the torch reference are
+statuses, not exceptions), and tracing that finished left its first computation trace. The
+constant-values half is test_metatrace_sweep's baseline. Both are kept between runs
+(tests/stock_baselines.py: they depend on stock thunder and the harness only). Samples per op:
+$METATRACE_SWEEP_SAMPLES (default in opinfo_harness). Run with ``pytest -m sweep -s`` to see
+the summary.
 """
 
 import collections
-import time
 
 import pytest
-import thunder
 
-from opinfo_harness import STATUSES, default_cases, run_case
+import stock_baselines
+from opinfo_harness import STATUSES, default_cases
 
 
 @pytest.mark.sweep
-# (the constant-values half is in test_metatrace_sweep, which runs the same stock sweep as its
-# baseline: one run serves both)
-@pytest.mark.parametrize("cache", ["symbolic values"])
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
 def test_stock_thunder_sweep(cache):
+    cases, skipped = default_cases()
     counts = collections.Counter()
     failures = collections.defaultdict(list)  # (status, op name) -> first error lines
-    start = time.perf_counter()
-
-    cases, skipped = default_cases()
-    for op, sample in cases:
-        result = run_case(op, sample, cache=cache)
-        assert result.status in STATUSES
-        counts[result.status] += 1
-        if result.status != "ok":
-            failures[result.status, op.name].append((result.error or "").splitlines()[0][:160])
-        if result.status in ("ok", "mismatch"):
-            # Tracing finished, so the first computation trace is there for callers.
-            assert thunder.last_traces(result.jfn)[0] is not None
-
-    elapsed = time.perf_counter() - start
-    print(f"\n[{cache}] {dict(counts)} in {elapsed:.1f}s; skipped ops: {skipped}")
+    for (op, _), (status, error, traced) in zip(cases, stock_baselines.opinfo_sweep(cache), strict=True):
+        assert status in STATUSES
+        counts[status] += 1
+        if status != "ok":
+            failures[status, op.name].append(error)
+        if status in ("ok", "mismatch"):
+            assert traced, f"{op.name}: tracing finished without a first computation trace"
+    print(f"\n[{cache}] {dict(counts)}; skipped ops: {skipped}")
     for (status, name), errors in sorted(failures.items()):
         print(f"  {status:15} {name} x{len(errors)}: {errors[0]}")
-
     assert counts["ok"] > 0
