@@ -49,7 +49,8 @@ import warnings
 from pathlib import Path
 
 warnings.filterwarnings("ignore")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+# This checkout's package, not whichever one the environment's editable install points at.
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "tests")]
 
 import thunder  # noqa: E402
 

@@ -61,16 +61,22 @@ class NumberTypes(tuple):
 
 def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
     expected = EXPECTED[structure_id]
+    if type(expected) is NumberTypes:
+        # Every call with a number argument runs this: a plain loop (no generator, no hasattr
+        # miss), ~3x faster than the general path on a cache hit.
+        if len(expected) == 1 + len(aliased) and type(value) is expected[0]:
+            i = 0
+            for v in aliased:
+                i += 1
+                if type(v) is not expected[i]:
+                    break
+            else:
+                return
+        got = ", ".join(type(v).__name__ for v in (value, *aliased))
+        raise StructureMismatch(f"number argument types changed: expected {', '.join(t.__name__ for t in expected)}, got {got}")
     if hasattr(expected, "matches"):  # metatrace.guards.value_checks.ExpectedValue
         if not expected.matches(value):
             raise StructureMismatch(f"value changed: expected {expected.text}")
-        return
-    if type(expected) is NumberTypes:
-        if len(expected) != 1 + len(aliased) or any(
-            type(v) is not t for v, t in zip((value, *aliased), expected)
-        ):
-            got = ", ".join(type(v).__name__ for v in (value, *aliased))
-            raise StructureMismatch(f"number argument types changed: expected {', '.join(t.__name__ for t in expected)}, got {got}")
         return
     if expected == ALIAS:
         if value is not aliased[0]:
@@ -97,10 +103,32 @@ def _argument_proxy(source: PseudoInst, key: int | str) -> Proxy:
     return Proxy(prefix="arg", history=history)
 
 
-def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict) -> list[str]:
-    """Adds a structure check of each container argument; ``trace`` names the new proxies."""
+def _unpacked_arguments(inputs) -> dict[tuple[PseudoInst, int | str], Proxy]:
+    """The computation's inputs that are arguments themselves (history ``args[k]`` or
+    ``kwargs[k]``), by (source, key): the prologue unpacks them anyway."""
+    out = {}
+    for v in inputs:
+        p = getattr(v, "proxy", v)
+        h = getattr(p, "history", None)
+        if (
+            isinstance(h, ProvenanceRecord)
+            and h.inst is PseudoInst.BINARY_SUBSCR
+            and len(h.inputs) == 2
+            and h.inputs[0].inst in (PseudoInst.INPUT_ARGS, PseudoInst.INPUT_KWARGS)
+            and not h.inputs[0].inputs
+            and h.inputs[1].inst is PseudoInst.CONSTANT
+        ):
+            out.setdefault((h.inputs[0].inst, h.inputs[1].value), p)
+    return out
+
+
+def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) -> list[str]:
+    """Adds a structure check of each container argument; ``trace`` names the new proxies. A
+    number argument that is one of the computation's ``inputs`` is checked through that input's
+    proxy (the prologue unpacks it once, not twice)."""
     from thunder.core.trace import tracectx
 
+    unpacked = _unpacked_arguments(inputs)
     texts = []
     symbolic = using_symbolic_values()
     numbers: list[tuple[Proxy, type]] = []  # (argument proxy, its type)
@@ -112,8 +140,11 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict) -> list[str
             continue  # thunder's own checks and metatrace's guards cover what the trace read
         if type(value) in NUMBER_TYPES:
             if symbolic:  # (constant values: thunder checks type and value)
-                with tracectx(trace):
-                    numbers.append((_argument_proxy(source, key), type(value)))
+                proxy = unpacked.get((source, key))
+                if proxy is None:
+                    with tracectx(trace):
+                        proxy = _argument_proxy(source, key)
+                numbers.append((proxy, type(value)))
             continue
         if (
             type(value) not in CONTAINERS

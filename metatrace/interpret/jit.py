@@ -104,7 +104,7 @@ def _propagate_constraints(original):
         original(ctx, inputs, intermediates, computation_trace)
         call = getattr(ctx, "_metatrace_call", None)
         if call is not None:
-            add_structure_constraints(ctx, computation_trace, *call)
+            add_structure_constraints(ctx, computation_trace, *call, inputs)
         collector = getattr(ctx, "_metatrace_guards", None)
         if collector is not None:
             names = input_names(ctx, inputs)

@@ -24,6 +24,7 @@ interpreter, so never proxied), ``str(n)`` of a number proxy was ``'i1=2'``, ``t
 
 from __future__ import annotations
 
+import dis
 import enum
 import functools
 import math
@@ -350,9 +351,11 @@ def _iterated_container(owner_pr: ProvenanceRecord) -> bool:
 def needs_value_check(value: WrappedValue) -> bool:
     """A value the trace may bake in, read from outside the call's arguments (the arguments'
     structure and leaves are ``metatrace.guards.structure``'s), whose provenance the prologue replays."""
+    pr = value.provenance
+    if not _may_register_for_prologue(pr):
+        return False  # most values the interpreter wraps: constants, results of instructions
     u = value.value
     t = type(u)
-    pr = value.provenance
     if isinstance(u, (Proxy, torch.Tensor, torch.nn.Module, types.ModuleType, type)):
         return False
     if _read_from_module_instance(pr) and _attribute_name(pr) in _MODULE_INTERNALS:
@@ -386,6 +389,17 @@ def needs_value_check(value: WrappedValue) -> bool:
         and not _through_module_tensors(pr)
         and not _through_python_module(pr)
     )
+
+
+def _may_register_for_prologue(pr: ProvenanceRecord) -> bool:
+    """The top-level tests of ``jit_ext.should_register_for_prologue``, each of which makes it
+    False: a provenance with no inputs (a constant), a tensor proxy's, or one whose instruction
+    is not an input's (a value computed by the frame). A few attribute reads instead of a walk
+    of the provenance, for the ~250k values a litgpt compile wraps."""
+    if not pr.inputs or pr.ext_flag & jit_ext.EXT_FLAG_IS_TENSOR_PROXY:
+        return False
+    inst = pr.inst
+    return (inst.opname if isinstance(inst, dis.Instruction) else inst.value) in jit_ext._input_provenance_inst
 
 
 def _rooted_in_prologue(pr: ProvenanceRecord) -> bool:
