@@ -49,7 +49,10 @@ import warnings
 from pathlib import Path
 
 warnings.filterwarnings("ignore")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+ROOT = Path(__file__).resolve().parents[1]
+# this checkout's metatrace (a script's sys.path has tools/, not the checkout: an editable
+# install elsewhere would win), and the shared workloads in tests/
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import thunder  # noqa: E402
 
