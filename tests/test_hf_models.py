@@ -1,29 +1,27 @@
 """Hugging Face transformers models under ``cache="symbolic values"`` with metatrace.
 
-Tiny random configs (1 layer, hidden 40 (head sizes 10 and 20: a head size equal to a sequence
-length adds a broadcast guard, a second compile), vocab 100, eager attention, no dropout, float32 CPU,
-fixed seed) of GPT-2, Llama, Mistral, Qwen2, Phi-3, Gemma and BERT (masked LM), over sequence
-lengths 8, 12, 16, 24, 32, each with one jitted model per family (module-scoped fixture):
+The tiny random configs of tests/hf_workloads.py (1 layer, hidden 40, vocab 100, eager
+attention, no dropout, float32 CPU, fixed seed) of GPT-2, Llama, Mistral, Qwen2, Phi-3, Gemma
+and BERT (masked LM), over sequence lengths 8, 12, 16, 24, 32, each with one jitted model per
+family (module-scoped fixture):
 
 - eval (``torch.no_grad()``): logits equal eager at every length;
 - training step (``loss = logits.sum()``): loss and every parameter gradient equal eager;
 - compiles (``thunder.cache_misses``) for each phase, asserted exactly as measured (at most 2);
 - both trace checkers (``metatrace.check_trace``: metatrace's strict one and thunder's own) on the
-  last computation trace;
+  last computation trace, and on the last backward trace after training;
 - ``metatrace.explain`` names every guard by its source: no thunder proxy name (``i84``,
   ``f341``, ``s413``, ``t12``) in its text.
 
 Needs ``transformers`` (pinned in requirements.lock with ``regex`` and ``tokenizers==0.22.2``;
-skipped when it does not import, e.g. beside a newer tokenizers, see the lock's header). transformers 5's ``capture_outputs``
-switches its output collector to a global attribute when ``torch.compiler.is_compiling()``, which
-thunder answers True; thunder cannot replay that attribute store (a dict on a plain object) in
-its epilogue, so the fixture gives the collector a plain ``ContextVar`` (what transformers uses
-outside compilation) while the module runs.
+skipped when it does not import, e.g. beside a newer tokenizers, see the lock's header). The
+module's fixture gives transformers' output collector a plain ``ContextVar``
+(``hf_workloads.plain_output_collector``: thunder cannot replay the global attribute store
+transformers 5 uses while compiling).
 """
 
 from __future__ import annotations
 
-import contextvars
 import re
 
 import pytest
@@ -39,52 +37,14 @@ transformers = pytest.importorskip(
     "transformers", exc_type=ImportError,
     reason="transformers not importable: install requirements.lock's transformers, regex and tokenizers pins",
 )
-from transformers.utils import output_capturing  # noqa: E402
+from hf_workloads import FAMILIES, LENGTHS  # noqa: E402
+from hf_workloads import build, plain_output_collector  # noqa: E402
+from hf_workloads import ids as make_ids  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-LENGTHS = (8, 12, 16, 24, 32)
-BATCH = 2
-VOCAB = 100
 # thunder's proxy names: a letter then digits (i84, f341, s413, t12), as a whole word
 PROXY_NAME = re.compile(r"(?<![\w.'\"])[a-z]\d+\b")
-
-_COMMON = dict(vocab_size=VOCAB, num_hidden_layers=1, max_position_embeddings=64, use_cache=False)
-_DECODER = dict(_COMMON, hidden_size=40, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2)
-
-
-def _configs():
-    from transformers import (
-        BertConfig,
-        GemmaConfig,
-        GPT2Config,
-        LlamaConfig,
-        MistralConfig,
-        Phi3Config,
-        Qwen2Config,
-    )
-
-    return {
-        "gpt2": (
-            "GPT2LMHeadModel",
-            GPT2Config(vocab_size=VOCAB, n_layer=1, n_embd=40, n_head=2, n_positions=64, use_cache=False,
-                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
-        ),
-        "llama": ("LlamaForCausalLM", LlamaConfig(**_DECODER)),
-        "mistral": ("MistralForCausalLM", MistralConfig(**_DECODER, sliding_window=None)),
-        "qwen2": ("Qwen2ForCausalLM", Qwen2Config(**_DECODER)),
-        "phi3": ("Phi3ForCausalLM", Phi3Config(**_DECODER, pad_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0)),
-        "gemma": ("GemmaForCausalLM", GemmaConfig(**_DECODER, head_dim=10, pad_token_id=0)),
-        "bert": (
-            "BertForMaskedLM",
-            BertConfig(vocab_size=VOCAB, hidden_size=40, num_hidden_layers=1, num_attention_heads=2,
-                       intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                       attention_probs_dropout_prob=0.0, pad_token_id=0),
-        ),
-    }
-
-
-FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "phi3", "gemma", "bert")
 
 # thunder.cache_misses after all lengths, measured: (eval, eval + training)
 EXPECTED_COMPILES = {name: (1, 2) for name in FAMILIES}
@@ -92,32 +52,14 @@ EXPECTED_COMPILES = {name: (1, 2) for name in FAMILIES}
 
 @pytest.fixture(scope="module")
 def hf_enabled():
-    saved = output_capturing._active_collector
-    output_capturing._active_collector = contextvars.ContextVar("output_collector", default=None)
-    try:
-        with metatrace.enable():
-            yield
-    finally:
-        output_capturing._active_collector = saved
-
-
-def _build(name):
-    cls_name, config = _configs()[name]
-    config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    model = getattr(transformers, cls_name)(config).to(torch.float32).eval()
-    return model
-
-
-def _ids(T, seed):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(1, VOCAB, (BATCH, T), generator=g)
+    with plain_output_collector(), metatrace.enable():
+        yield
 
 
 class Family:
     def __init__(self, name):
         self.name = name
-        self.model = _build(name)
+        self.model = build(name)
         self.jm = thunder.jit(self.model, cache="symbolic values")
         self.eval_misses = []
         self.train_misses = []
@@ -136,11 +78,13 @@ def family(families, request):
     return families[name]
 
 
-def _check_traces(jm):
-    """Both checkers on the last computation trace. (Not yet on the backward: GPT-2's split of
-    the attention projection leaves the backward's reshape outputs annotated with the joint
-    trace's size names, which metatrace's strict checker reports; the values are right.)"""
+def _check_traces(jm, backward: bool = False):
+    """Both checkers on the last computation trace, and on the last backward trace after training
+    (GPT-2's: a size of the attention projection's split, renamed in the backward's reshape to a
+    name only the forward's split defined, failed the strict checker)."""
     metatrace.check_trace(thunder.last_traces(jm)[-1])
+    if backward:
+        metatrace.check_trace(thunder.last_backward_traces(jm)[-1])
 
 
 def _explain_text(jm) -> str:
@@ -151,7 +95,7 @@ def _explain_text(jm) -> str:
 def test_eval_over_lengths(family):
     model, jm = family.model, family.jm
     for i, T in enumerate(LENGTHS):
-        ids = _ids(T, i)
+        ids = make_ids(T, i)
         with torch.no_grad():
             expected = model(input_ids=ids).logits
             actual = jm(input_ids=ids).logits
@@ -169,7 +113,7 @@ def test_training_step_over_lengths(family):
     before = thunder.cache_misses(jm)
     params = [p for p in model.parameters() if p.requires_grad]
     for i, T in enumerate(LENGTHS):
-        ids = _ids(T, 100 + i)
+        ids = make_ids(T, 100 + i)
         expected_loss = model(input_ids=ids).logits.sum()
         expected_grads = torch.autograd.grad(expected_loss, params, allow_unused=True)
         loss = jm(input_ids=ids).logits.sum()
@@ -180,7 +124,7 @@ def test_training_step_over_lengths(family):
             assert (g is None) == (e is None), f"{family.name} T={T}: {pname} has a gradient in one only"
             if e is not None:
                 torch.testing.assert_close(g, e, msg=lambda m: f"{family.name} T={T} grad {pname}: {m}")
-    _check_traces(jm)
+    _check_traces(jm, backward=True)
     misses = thunder.cache_misses(jm) - before
     assert misses <= 2, family.train_misses
     assert thunder.cache_misses(jm) == EXPECTED_COMPILES[family.name][1], family.train_misses

@@ -369,3 +369,28 @@ def test_renames_never_rename_a_kept_number():
 
 def test_renames_stop_at_an_input():
     assert renames({"i1": _n("i2"), "i2": _n("i3")}, inputs={"i2"}, kept=set())["i1"].name == "i2"
+
+
+def _split_heads(x, w):
+    """GPT-2's attention input: a projection split in three, each viewed as heads with ``-1``."""
+    q, k, v = (x @ w).split(4, dim=2)
+    B, T, _ = v.shape
+    return (q.view(B, T, -1, 2).transpose(1, 2) * v.view(B, T, -1, 2).transpose(1, 2)).sum()
+
+
+def test_a_size_still_bound_after_a_rerun_split_keeps_its_name(on):
+    """The grad transform re-runs ``split``, whose subsymbols compute its outputs' sizes anew;
+    the old size stays bound by the ``shape`` that ``view(-1)`` reads, and the backward's
+    ``reshape`` takes it: renaming it there to the new name, which only the forward's ``split``
+    defines, left the backward a size defined nowhere."""
+    jf = thunder.jit(_split_heads, cache="symbolic values")
+    w = torch.randn(4, 12, requires_grad=True)
+    for T in (3, 5):
+        x = torch.randn(2, T, 4)
+        jf(x, w).backward()
+        expected = torch.autograd.grad(_split_heads(x, w), w)[0]
+        torch.testing.assert_close(w.grad, expected)
+        w.grad = None
+    assert thunder.cache_misses(jf) == 1
+    for trace in (*thunder.last_traces(jf), *thunder.last_backward_traces(jf)):
+        check_trace(trace, thunder_checks=False)

@@ -31,10 +31,19 @@ values with metatrace disabled, alternated ``--litgpt-repeats`` times, medians a
    hit (prologue, guards, computation), median of many.
 9. lora-train: as litgpt-train, on litgpt's LoRA model (r=4 on query, value, projection; only
    the LoRA weights trainable), the finetuning case.
+10. ddp-train: the training step over the same 8 lengths under ``thunder.distributed.ddp`` on 2
+    CPU ranks (gloo, spawned with torch.multiprocessing, one torch thread each; each rank its own
+    batch; workers in tests/distributed_workloads.py, shared with tests/test_distributed.py): the
+    slowest rank's time in its training loop (compiles included, from a barrier after import and
+    setup), compiles per rank; the parent's wall time around the spawn (imports included) is
+    printed beside it. ``--ddp-timeout`` bounds the wait for each rank (a hang raises).
+11. gpt2-train: Hugging Face GPT-2 (tests/hf_workloads.py's tiny config: 1 layer, hidden 40, 2
+    heads, vocab 100), training step (``logits.sum().backward()``) over T = 8, 12, 16, 24, 32 on
+    a fresh jitted model, total wall time, compiles included and counted.
 
 Sections: codegen, tracing, prologue, nanogpt, litgpt-compile, litgpt-train, litgpt-decode,
-litgpt-hit. ``--only litgpt`` runs the litgpt ones (a name or a prefix, comma-separated),
-``--skip tracing,nanogpt`` leaves some out.
+litgpt-hit, lora-train, ddp-train, gpt2-train. ``--only litgpt`` runs the litgpt ones (a name or
+a prefix, comma-separated), ``--skip tracing,nanogpt`` leaves some out.
 """
 
 from __future__ import annotations
@@ -49,8 +58,10 @@ import warnings
 from pathlib import Path
 
 warnings.filterwarnings("ignore")
-# This checkout's package, not whichever one the environment's editable install points at.
-sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "tests")]
+ROOT = Path(__file__).resolve().parents[1]
+# this checkout's metatrace (a script's sys.path has tools/, not the checkout: an editable
+# install elsewhere would win), and the shared workloads in tests/
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import thunder  # noqa: E402
 
@@ -263,6 +274,35 @@ def _hit_seconds(config: str, enable: bool, repeats: int, T: int = 32) -> float:
     return statistics.median(times) / 20
 
 
+def _ddp_sequence(config: str, enable: bool, timeout: float) -> tuple[float, float, dict[int, int]]:
+    """(slowest rank's training-loop seconds, parent's wall seconds around the spawn, compiles per rank)."""
+    from distributed_workloads import WORLD, run_ranks
+    from litgpt_workloads import TRAINING_LENGTHS
+
+    schedule = [[T] * WORLD for T in TRAINING_LENGTHS]
+    cache = "symbolic values" if enable else "constant values"  # (the metatrace switch is the ranks')
+    start = time.perf_counter()
+    (report,) = run_ranks([("ddp", schedule, f"litgpt:{config}")], timeout, enable=enable, cache=cache,
+                          collect=False, threads=1)
+    wall = time.perf_counter() - start
+    return max(seconds for _, _, seconds in report.values()), wall, {r: c for r, (_, c, _) in sorted(report.items())}
+
+
+def _gpt2_sequence(enable: bool) -> tuple[float, int]:
+    from hf_workloads import LENGTHS, build, ids, plain_output_collector
+
+    model = build("gpt2")
+    inputs = [ids(T, 100 + i) for i, T in enumerate(LENGTHS)]
+    context, cache = _modes(enable)
+    with plain_output_collector(), context:
+        jm = thunder.jit(model, cache=cache)
+        start = time.perf_counter()
+        for x in inputs:
+            model.zero_grad(set_to_none=True)
+            jm(input_ids=x).logits.sum().backward()
+        return time.perf_counter() - start, thunder.cache_misses(jm)
+
+
 def _ratio_line(label: str, stock: list, ours: list, unit: str = "s", scale: float = 1.0, fmt: str = ".2f") -> str:
     s, o = statistics.median(stock) * scale, statistics.median(ours) * scale
     return (f"{label} (median of {len(stock)}): stock constant values {s:{fmt}} {unit}, "
@@ -291,6 +331,25 @@ def bench_lora_training(config: str, repeats: int) -> None:
           + f"; compiles: stock {stock_compiles}, metatrace {our_compiles}  (target <= 0.35)")
 
 
+def bench_ddp_training(config: str, repeats: int, timeout: float) -> None:
+    runs = _alternate(lambda enable: _ddp_sequence(config, enable, timeout), repeats)
+    stock, ours = ([loop for loop, _, _ in side] for side in runs)
+    stock_wall, our_wall = (statistics.median(wall for _, wall, _ in side) for side in runs)
+    (*_, stock_compiles), (*_, our_compiles) = runs[0][-1], runs[1][-1]
+    print(_ratio_line(f"litgpt {config} ddp on 2 CPU ranks, training step over T=8,12,16,24,32,40,48,64, "
+                      "slowest rank's loop", stock, ours)
+          + f"; compiles per rank: stock {stock_compiles}, metatrace {our_compiles}; wall around the spawn: "
+          f"stock {stock_wall:.2f} s, metatrace {our_wall:.2f} s  (target <= 0.35)")
+
+
+def bench_gpt2_training(repeats: int) -> None:
+    runs = _alternate(_gpt2_sequence, repeats)
+    stock, ours = ([t for t, _ in side] for side in runs)
+    (_, stock_compiles), (_, our_compiles) = runs[0][-1], runs[1][-1]
+    print(_ratio_line("HF GPT-2 (tiny) training step over T=8,12,16,24,32, total", stock, ours)
+          + f"; compiles: stock {stock_compiles}, metatrace {our_compiles}  (target <= 0.5)")
+
+
 def bench_litgpt_decode(config: str, repeats: int, steps: int, stock_variants: str) -> None:
     ours = []
     stock = {True: [], False: []}
@@ -317,7 +376,7 @@ def bench_litgpt_hit(config: str, repeats: int) -> None:
 
 
 SECTIONS = ("codegen", "tracing", "prologue", "nanogpt", "litgpt-compile", "litgpt-train", "litgpt-decode", "litgpt-hit",
-            "lora-train")
+            "lora-train", "ddp-train", "gpt2-train")
 
 
 def _selected(only: str | None, skip: str | None) -> list[str]:
@@ -347,6 +406,8 @@ def main() -> None:
     parser.add_argument("--decode-steps", type=int, default=32, help="decode steps after the 8-token prefill")
     parser.add_argument("--decode-stock", choices=("maxp1", "no-maxp1", "both"), default="both",
                         help="stock decoding with input_pos_maxp1 (recompiles every step), without, or both")
+    parser.add_argument("--ddp-timeout", type=float, default=1800,
+                        help="seconds to wait for each ddp rank's report before giving up (a hang)")
     args = parser.parse_args()
     sections = _selected(args.only, args.skip)
     if not args.gpt_repeats and "nanogpt" in sections:
@@ -380,6 +441,10 @@ def main() -> None:
         bench_litgpt_hit(config, repeats)
     if "lora-train" in sections:
         bench_lora_training(config, repeats)
+    if "ddp-train" in sections:
+        bench_ddp_training(config, repeats, args.ddp_timeout)
+    if "gpt2-train" in sections:
+        bench_gpt2_training(repeats)
 
 
 if __name__ == "__main__":

@@ -128,12 +128,44 @@ def rename_candidates(state: Substitution, back: dict) -> dict:
             if was.name != new.name and new.name not in back:
                 candidates[was.name] = new
     old_tensors = tensors_of(state.old_trace)
+    sizes: dict = {}
     for old, new in state.swaps.items():
         if isinstance(new, TensorProxy) and (before := old_tensors.get(old.proxy.name)) is not None:
             for was, now in zip(before._shape, new._shape):
                 if isinstance(was, NumberProxy) and isinstance(now, NumberProxy) and was.name != now.name:
-                    candidates.setdefault(was.name, now)
+                    sizes.setdefault(was.name, now)
+    for name in still_defined(state, sizes):
+        del sizes[name]
+    for name, now in sizes.items():
+        candidates.setdefault(name, now)
     return candidates
+
+
+def still_defined(state: Substitution, sizes: dict) -> set[str]:
+    """The names in ``sizes`` whose definition is not gone: a top-level bound symbol of the new
+    trace outputs the name at or before the first bound symbol whose tensors carry it.
+
+    A re-run composite (``ltorch.split``) computes its outputs' sizes anew in its subsymbols
+    (``i748``), while the old size (``i311``) stays bound at the top level by a later ``shape`` of
+    the new tensor, which the backward of a ``reshape`` takes as its shape: renaming ``i311`` to
+    ``i748`` in that reshape's output would leave the backward, which has no ``split``, a size
+    defined nowhere."""
+    wanted = {name for name in sizes if name in state.produced}
+    if not wanted:
+        return set()
+    def carried(tensors) -> set[str]:
+        return {s.name for t in tensors if isinstance(t, TensorProxy) for s in t._shape
+                if isinstance(s, NumberProxy) and s.name in wanted}
+
+    defined: set[str] = set()
+    for b in state.bsyms:
+        used = carried(b.flat_proxy_args)  # (arguments come before the outputs, as in the checker)
+        outs = {o.name for o in b.flat_proxy_outs if o.name in wanted} - used
+        defined |= outs
+        wanted -= used | outs | carried((*b.flat_proxy_outs, *_nested_outputs((b,))))
+        if not wanted:
+            break
+    return defined
 
 
 def renames(candidates: dict, inputs: set, kept: set) -> dict:
