@@ -25,9 +25,11 @@ value on the same side of it reuses the entry.
 
 from __future__ import annotations
 
+import types
+
 import thunder.core.jit_ext as jit_ext
 import thunder.core.prims as prims
-from thunder.core.interpreter import default_lookaside
+from thunder.core.interpreter import INTERPRETER_SIGNALS, _interpret_call, default_lookaside, do_raise, unwrap
 from thunder.core.proxies import IntegerProxy, NumberProxy
 
 from thunder.core.symbol import BoundSymbol
@@ -73,25 +75,41 @@ def _comparison(name: str, fn):
     return lambda original: _compare(name, fn, original)
 
 
-def _compare(name: str, fn, original):
-    def compare(self, other):
+def _compare_route(name: str, self, other) -> str:
+    """Which way ``self <name> other`` goes: ``""`` for thunder's operator, else metatrace's path
+    (``reflexive``, ``decide``, ``exact``). Reads state only: the jit's lookaside decides it natively."""
+    if isinstance(other, (int, float, NumberProxy)):
         # While thunder interprets (a guard collector listens) and through the passes after it
         # (the grad transform, executor passes: ``record_state.INTERPRETING``), where a re-run
         # composite repeats the decisions its first run made and guarded.
-        if isinstance(other, (int, float, NumberProxy)) and (
-            (collector := concretizations.COLLECTOR.get()) is not None or record_state.INTERPRETING.get()
-        ):
+        if (collector := concretizations.COLLECTOR.get()) is not None or record_state.INTERPRETING.get():
             if self is other and isinstance(self, IntegerProxy):
-                return runtime._REFLEXIVE[name.strip('_')]  # i == i: no guard, no bound symbol
+                return "reflexive"
             if _decides_at_once(get_tracectx()) and not _reads_tensor_data(collector, self, other):
-                # thunder would return a bool proxy (in a meta: one with no producer); the relation
-                # it decides is guarded right away and a plain bool returned.
-                return runtime.truth(fn(self, other))
-        if isinstance(other, (int, float, NumberProxy)) and get_tracectx() is not None and python_executor.exact_comparison(self, other):
-            return python_executor.py_op(f"cmp_{name.strip('_')}")(self, other)
+                return "decide"
+        if get_tracectx() is not None and python_executor.exact_comparison(self, other):
+            return "exact"
+    return ""
+
+
+def _compare(name: str, fn, original):
+    op = name.strip('_')
+
+    def compare(self, other):
+        route = _compare_route(name, self, other)
+        if route == "reflexive":
+            return runtime._REFLEXIVE[op]  # i == i: no guard, no bound symbol
+        if route == "decide":
+            # thunder would return a bool proxy (in a meta: one with no producer); the relation
+            # it decides is guarded right away and a plain bool returned.
+            return runtime.truth(fn(self, other))
+        if route == "exact":
+            return python_executor.py_op(f"cmp_{op}")(self, other)
         return original(self, other)
 
     compare.__name__ = name
+    compare.__wrapped__ = original
+    compare.route = lambda self, other: _compare_route(name, self, other)
     return compare
 
 
@@ -121,31 +139,45 @@ def _arithmetic(name: str, fn, swapped: bool):
     return lambda original: _arithmetic_method(name, fn, swapped, original)
 
 
+def _arithmetic_route(identity, self, other) -> str:
+    """Which way ``self <op> other`` goes: ``""`` for thunder's operator, else metatrace's path
+    (``record``, ``bool``, ``identity``). Reads state only: the jit's lookaside decides it natively."""
+    number = isinstance(other, (int, float, NumberProxy))
+    if number and record_state.RECORDER.get() is not None and in_meta():
+        return "record"
+    if number and (is_bool_number(self) or is_bool_number(other)) and get_tracectx() is not None:
+        return "bool"
+    if (
+        identity is not None
+        and type(other) is int
+        and other == identity
+        and isinstance(self, IntegerProxy)
+        and getattr(self, "python_type", int) is int  # True * 1 is 1, an int: no fold for a bool
+        and (concretizations.COLLECTOR.get() is not None or record_state.INTERPRETING.get())
+    ):
+        return "identity"
+    return ""
+
+
 def _arithmetic_method(name: str, fn, swapped: bool, original):
     identity = _IDENTITIES.get(name)
 
     def arithmetic(self, other):
-        if isinstance(other, (int, float, NumberProxy)) and record_state.RECORDER.get() is not None and in_meta():
+        route = _arithmetic_route(identity, self, other)
+        if route == "record":
             return fn(other, self) if swapped else fn(self, other)
-        if (is_bool_number(self) or is_bool_number(other)) and isinstance(other, (int, float, NumberProxy)):
-            if get_tracectx() is not None:
-                # the bool operands as ints (Python's result type), then the operator again
-                return getattr(bool_as_int(self), name)(bool_as_int(other))
-        if (
-            identity is not None
-            and type(other) is int
-            and other == identity
-            and isinstance(self, IntegerProxy)
-            and getattr(self, "python_type", int) is int  # True * 1 is 1, an int: no fold for a bool
-        ):
-            if concretizations.COLLECTOR.get() is not None or record_state.INTERPRETING.get():
-                # ``numel = 1; numel *= length`` in clang.reshape: an integer times 1 (plus 0) is
-                # itself, with no prims.mul for every later pass to re-trace
-                return self
+        if route == "bool":
+            # the bool operands as ints (Python's result type), then the operator again
+            return getattr(bool_as_int(self), name)(bool_as_int(other))
+        if route == "identity":
+            # ``numel = 1; numel *= length`` in clang.reshape: an integer times 1 (plus 0) is
+            # itself, with no prims.mul for every later pass to re-trace
+            return self
         return original(self, other)
 
     arithmetic.__name__ = name
     arithmetic.__wrapped__ = original  # thunder's, for metatrace.metas.torch_metas.unfolded_times_one
+    arithmetic.route = lambda self, other: _arithmetic_route(identity, self, other)
     return arithmetic
 
 
@@ -166,12 +198,18 @@ def _report_producer(bsym) -> None:
             float_numbers.guard_exact_float(bsym)
 
 
+def _report_truth(self, value: bool) -> None:
+    concretizations.relation("ne", self, 0, value)
+
+
 def _bool(original):
     def __bool__(self) -> bool:
         value = original(self)
-        concretizations.relation("ne", self, 0, value)
+        _report_truth(self, value)
         return value
 
+    __bool__.__wrapped__ = original
+    __bool__.report = _report_truth
     return __bool__
 
 
@@ -179,13 +217,18 @@ def _baking_in(name: str, why: str, value_of_self: bool):
     """A conversion dunder that reports the value it bakes in: ``__index__`` reports its result,
     ``int()``/``float()`` the number's own value (what the guard compares)."""
 
+    def report(self, value) -> None:
+        concretizations.static(self, self.value if value_of_self else value, why)
+
     def wrap(original):
         def method(self):
             value = original(self)
-            concretizations.static(self, self.value if value_of_self else value, why)
+            report(self, value)
             return value
 
         method.__name__ = name
+        method.__wrapped__ = original
+        method.report = report
         return method
 
     return wrap
@@ -194,6 +237,68 @@ def _baking_in(name: str, why: str, value_of_self: bool):
 _index = _baking_in("__index__", "__index__", value_of_self=False)
 _int = _baking_in("__int__", "int()", value_of_self=True)
 _float = _baking_in("__float__", "float()", value_of_self=True)
+
+
+# Lookasides for the wrappers above. thunder's jit interprets a Python function line by line
+# (about 100x native) unless a lookaside takes the call; thunder's own NumberProxy methods are
+# such lookasides (jit_ext's get_methods_properties: called opaquely). Without these, ``T * 2`` on
+# a size in user code interpreted the wrapper, its checks and the guard recording under it before
+# reaching thunder's method. Each lookaside decides the wrapper's route natively (the route
+# functions only read state) and then calls thunder's method through the interpreter, exactly as
+# the interpreted wrapper did (so thunder's lookaside for it, its provenance and source location
+# are unchanged); a rare route of metatrace's own (a bool operand, a call with unusual arguments)
+# interprets a copy of the wrapper, as before. What a conversion reports to the guard collector
+# is reported natively: metatrace's bookkeeping, no user code.
+
+
+def _interpreted_copy(fn):
+    """``fn`` as a distinct function object (the same code, globals and closure): no lookaside
+    is registered for it, so the jit interprets it as it interpreted ``fn``."""
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    return copy
+
+
+def _binary_lookaside(wrapper):
+    """``wrapper.route(self, other)`` (unwrapped values): ``""`` calls thunder's method,
+    ``"identity"`` returns ``self`` (its WrappedValue, as the interpreted ``return self`` did), any
+    other route interprets the wrapper."""
+    original, route, interpreted = wrapper.__wrapped__, wrapper.route, _interpreted_copy(wrapper)
+
+    def lookaside(*args, **kwargs):
+        if len(args) == 2 and not kwargs:
+            try:
+                way = route(unwrap(args[0]), unwrap(args[1]))
+            except Exception:
+                way = None  # the interpreted wrapper raises it where the user's code can see it
+            if way == "":
+                return _interpret_call(original, *args)
+            if way == "identity":
+                return args[0]
+        return _interpret_call(interpreted, *args, **kwargs)
+
+    return lookaside
+
+
+def _conversion_lookaside(wrapper):
+    """``__bool__``, ``__index__``, ``__int__``, ``__float__``: thunder's method through the
+    interpreter, then the wrapper's report (a relation or a value baked in) natively."""
+    original, report, interpreted = wrapper.__wrapped__, wrapper.report, _interpreted_copy(wrapper)
+
+    def lookaside(*args, **kwargs):
+        if len(args) != 1 or kwargs:
+            return _interpret_call(interpreted, *args, **kwargs)
+        res = _interpret_call(original, args[0])
+        if res is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+            return res
+        try:
+            report(unwrap(args[0]), unwrap(res))
+        except Exception as e:
+            return do_raise(e)
+        return res
+
+    return lookaside
 
 
 def _bool_lookaside(original):
@@ -216,21 +321,35 @@ def _post_init(original):
     return post_init
 
 
+def _wrapped(cls, name: str, make, why: str) -> list[Patch]:
+    """Rows replacing ``cls.name`` by ``make(thunder's method)`` and registering the wrapper's
+    lookaside with the jit. The wrapper is made here, when the stage's rows are made (install's
+    stages run after the earlier ones were applied): the lookaside map is keyed by it."""
+    wrapper = make(getattr(cls, name))
+    lookaside = _binary_lookaside(wrapper) if hasattr(wrapper, "route") else _conversion_lookaside(wrapper)
+    return [
+        attribute(cls, name, wrapper, why),
+        item(jit_ext._general_jit_lookaside_map, wrapper, lookaside,
+             f"the jit decides {name}'s route natively instead of interpreting the wrapper",
+             label="thunder.core.jit_ext._general_jit_lookaside_map"),
+    ]
+
+
 def patches() -> list[Patch]:
     concretized = "report the value baked in (thunder reads .value silently)"
     return [
-        *(attribute(NumberProxy, name, _comparison(name, fn),
-                    "comparisons inside thunder's clang/torch layers return guarded symbolic booleans", wrap=True)
-          for name, fn in _COMPARISONS.items()),
-        *(attribute(NumberProxy, name, _arithmetic(name, fn, swapped), "arithmetic inside a meta is recorded (runtime)",
-                    wrap=True)
-          for name, (fn, swapped) in _ARITHMETIC.items()),
+        *(row for name, fn in _COMPARISONS.items()
+          for row in _wrapped(NumberProxy, name, _comparison(name, fn),
+                              "comparisons inside thunder's clang/torch layers return guarded symbolic booleans")),
+        *(row for name, (fn, swapped) in _ARITHMETIC.items()
+          for row in _wrapped(NumberProxy, name, _arithmetic(name, fn, swapped),
+                              "arithmetic inside a meta is recorded (runtime)")),
         attribute(BoundSymbol, "__post_init__", _post_init,
                   "every number-producing bound symbol reaches the guard collector (projection to the inputs)", wrap=True),
-        attribute(NumberProxy, "__bool__", _bool, concretized, wrap=True),
-        attribute(IntegerProxy, "__index__", _index, concretized, wrap=True),
-        attribute(NumberProxy, "__int__", _int, concretized, wrap=True),
-        attribute(NumberProxy, "__float__", _float, concretized, wrap=True),
+        *_wrapped(NumberProxy, "__bool__", _bool, concretized),
+        *_wrapped(IntegerProxy, "__index__", _index, concretized),
+        *_wrapped(NumberProxy, "__int__", _int, concretized),
+        *_wrapped(NumberProxy, "__float__", _float, concretized),
         item(jit_ext._general_jit_lookaside_map, bool, _bool_lookaside,
              "bool lookaside reports the relation a user-code branch decided (thunder only marks static)", wrap=True,
              label="thunder.core.jit_ext._general_jit_lookaside_map"),
