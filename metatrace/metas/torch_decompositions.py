@@ -17,10 +17,11 @@ propagate through ported prims, the grad transform uses those ops' rules):
   ``x[..., 1:] - x[..., :-1]`` along ``dim`` (``!=`` for bool, as torch); prepend and
   append as numbers, and n < 0, keep thunder's registration. Hugging Face's masks call it on
   position ids (``find_packed_sequence_indices``).
-- ``Tensor.new_ones/new_zeros/new_full(size, ...)`` are ``full(size, value)`` with the tensor's
-  dtype and device unless given (``requires_grad=True``, layouts, pinned memory keep thunder's
-  registration): thunder's fake-tensor meta read the tensor's sizes, which the result does not
-  depend on.
+- ``Tensor.new_ones/new_zeros/new_full(size, ...)`` are ``full(size, value)`` and
+  ``Tensor.new_empty(size)`` is ``empty(size)``, with the tensor's dtype and device unless given
+  (``requires_grad=True``, layouts, pinned memory keep thunder's registration, whose meta guards
+  every number it bakes in: metatrace.proxies.float_numbers): thunder's fake-tensor meta read
+  the sizes' values, and the result carries no gradient to the tensor it is called on.
 
 The functions are lookasides of the torch functions and entries of thunder's method table for
 tensor proxies (``thunder.torch.langctx._method_name_to_fn_map``); what they do not cover calls
@@ -78,7 +79,15 @@ def _diff(input, n=1, dim=-1, prepend=None, append=None):
     return x
 
 
+# new_empty's "fill": its values are unspecified, so thunder's empty
+_EMPTY = object()
+
+
 def _new_filled(name: str, value):
+    """``Tensor.<name>(size, ...)`` as ``full(size, value)`` (``empty(size)`` for new_empty),
+    ``size`` a sequence or the sizes as separate arguments (litgpt's LoRA calls
+    ``x.new_zeros(*x.shape[:-1], n)``); ``value`` None: new_full's fill is the last argument."""
+
     def new(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False, **kwargs):
         fill = kwargs.pop("fill_value", value) if value is None else value
         if value is None and fill is None and size:  # new_full(size, fill_value)
@@ -97,8 +106,11 @@ def _new_filled(name: str, value):
             args = (*size, fill) if value is None else size
             return original(self, *args, dtype=dtype, device=device, requires_grad=requires_grad,
                             layout=layout, pin_memory=pin_memory, **kwargs)
-        return ltorch.full(tuple(size), fill, device=device if device is not None else self.device,
-                           dtype=dtype if dtype is not None else self.dtype)
+        device = device if device is not None else self.device
+        dtype = dtype if dtype is not None else self.dtype
+        if fill is _EMPTY:
+            return ltorch.empty(tuple(size), device=device, dtype=dtype)
+        return ltorch.full(tuple(size), fill, device=device, dtype=dtype)
 
     new.__name__ = name
     return new
@@ -107,6 +119,7 @@ def _new_filled(name: str, value):
 _new_ones = _new_filled("new_ones", 1)
 _new_zeros = _new_filled("new_zeros", 0)
 _new_full = _new_filled("new_full", None)
+_new_empty = _new_filled("new_empty", _EMPTY)
 
 
 def _lookaside(fn):
@@ -125,6 +138,7 @@ def patches() -> list[Patch]:
         (None, torch.Tensor.new_ones, _new_ones),
         (None, torch.Tensor.new_zeros, _new_zeros),
         (None, torch.Tensor.new_full, _new_full),
+        (None, torch.Tensor.new_empty, _new_empty),
     )
     rows = []
     for function, method, decomposition in table:

@@ -26,8 +26,9 @@ call ``NumberProxy.__float__``, which the safety net guards by equality (one com
 
 - thunder's automatically registered torch ops (``Tensor.new_full``) run torch's meta on the
   numbers' values, read silently (a wrong result: ``x.new_full((n,), 2.0).shape[0]`` stayed the
-  first ``n``): their metas now guard each number by equality, naming why. ``Tensor.new_full``
-  gets a meta of its own (its size stays symbolic) and carries no gradient.
+  first ``n``): their metas now guard each number by equality, naming why. (``Tensor.new_full``
+  and the other ``new_*`` factories are traced as ``full``/``empty``:
+  metatrace.metas.torch_decompositions; what those do not cover reaches these metas.)
 
 ``patches()`` returns the rows that put these in place.
 """
@@ -46,7 +47,7 @@ from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
 
 from metatrace.metas import concretizations
 from metatrace.metas.concretizations import SHOWN_WHY
-from metatrace.patching import SYMBOL_METAS, Patch, attribute, item, member
+from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
 
 
 
@@ -309,99 +310,15 @@ def _auto_registered() -> list:
     return out
 
 
-_NEW_FACTORY_KWARGS = frozenset(("dtype", "device", "requires_grad", "layout", "pin_memory"))
-
-
-def _new_factory_meta(original_meta, with_fill: bool):
-    """``Tensor.new_full(size, fill_value)``, ``new_zeros``/``new_ones``/``new_empty(size)``:
-    thunder registers them automatically (torch's meta on values, every number baked in). Their
-    result is known without torch: ``size`` as given (symbols stay symbols, each checked ``>= 0``
-    as torch does), the tensor's dtype and device unless given; the torch executor runs the method
-    itself with the call's numbers. Any other form of call goes to thunder's meta (guarded)."""
-    from numbers import Number
-
-    import thunder.core.devices as devices
-    import thunder.core.utils as utils
-    from thunder.core.proxies import TensorProxy
-
-    guarded = _guarding_meta(original_meta)
-
-    def is_size(s) -> bool:
-        return (isinstance(s, IntegerProxy) and s.python_type is int) or type(s) is int
-
-    @functools.wraps(original_meta)
-    def meta(a, *args, **kwargs):
-        size = args[0] if args else None
-        if not with_fill and args and all(is_size(s) for s in args):
-            size, args = tuple(args), (tuple(args),)  # new_zeros(B, T, C): the sizes as varargs
-        plain = (
-            _collecting()
-            and isinstance(a, TensorProxy)
-            and len(args) == (2 if with_fill else 1)
-            and type(size) in (tuple, list)
-            and all(is_size(s) for s in size)
-            and (not with_fill or isinstance(args[1], (Number, NumberProxy)))
-            and set(kwargs) <= _NEW_FACTORY_KWARGS
-            and kwargs.get("layout") in (None, torch_strided())
-            and not kwargs.get("pin_memory", False)
-            and type(kwargs.get("requires_grad", False)) is bool
-        )
-        if not plain:
-            return guarded(a, *args, **kwargs)
-        for s in size:
-            utils.check(
-                s >= 0, lambda: f"Trying to create tensor with negative dimension {s}", exception_type=RuntimeError
-            )
-        import thunder.torch as ltorch
-
-        dtype, device = kwargs.get("dtype"), kwargs.get("device")
-        return TensorProxy(
-            shape=tuple(size),
-            device=devices.to_device(device) if device is not None else a.device,
-            dtype=ltorch.to_dtype(dtype) if dtype is not None else a.dtype,
-            requires_grad=kwargs.get("requires_grad", False),
-        )
-
-    return meta
-
-
-def _new_factories() -> dict:
-    import torch
-
-    return {torch.Tensor.new_full: True, torch.Tensor.new_zeros: False, torch.Tensor.new_ones: False,
-            torch.Tensor.new_empty: False}
-
-
-def torch_strided():
-    import torch
-
-    return torch.strided
-
-
 def _symbol_metas():
-    import torch
-
     import thunder.torch as ltorch
 
-    return (
-        (ltorch.interpolate, _interpolate_meta),
-        (ltorch.einsum, _einsum_meta),
-        *(
-            (ltorch._torch_to_thunder_function_map[method], functools.partial(_new_factory_meta, with_fill=fill))
-            for method, fill in _new_factories().items()
-            if method in ltorch._torch_to_thunder_function_map
-        ),
-    )
+    return ((ltorch.interpolate, _interpolate_meta), (ltorch.einsum, _einsum_meta))
 
 
 def patches() -> list[Patch]:
-    """Rows for the ``float``/``math.sqrt``
-    lookasides, the metas of interpolate, einsum and the ``new_*`` factories, the automatically
-    registered torch ops' metas (their number arguments guarded), and no gradient through the
-    ``new_*`` factories to the tensor they are called on."""
-    import thunder.torch as ltorch
-    from thunder.core.transforms import nondifferentiable_vjp_symbols
-
+    """Rows for the ``float``/``math.sqrt`` lookasides, the metas of interpolate and einsum, and
+    the automatically registered torch ops' metas (their number arguments guarded)."""
     rows = [
         item(jit_ext._general_jit_lookaside_map, fn, lookaside,
              "float(n) and math.sqrt(n) of a symbolic number are recorded number ops",
@@ -411,18 +328,11 @@ def patches() -> list[Patch]:
     wrapped = set()
     for sym, wrap_meta in _symbol_metas():
         wrapped.add(id(sym))
-        rows.append(attribute(sym, "meta", wrap_meta, "interpolate, einsum and new_* keep sizes and scales symbolic",
+        rows.append(attribute(sym, "meta", wrap_meta, "interpolate and einsum keep sizes and scales symbolic",
                               wrap=True, label=SYMBOL_METAS))
     rows += [
         attribute(sym, "meta", _guarding_meta, "number arguments of automatically registered torch ops are guarded",
                   wrap=True, label=SYMBOL_METAS)
         for sym in _auto_registered() if id(sym) not in wrapped
     ]
-    # Tensor.new_full & co. make a new tensor: no gradient flows to the tensor they are called on
-    # (thunder's automatic backward would bake the size in through torch's meta)
-    for method in _new_factories():
-        sym = ltorch._torch_to_thunder_function_map.get(method)
-        if sym is not None and sym.id not in nondifferentiable_vjp_symbols:
-            rows.append(member(nondifferentiable_vjp_symbols, sym.id, "new_* factories carry no gradient to self",
-                               label="thunder.core.transforms.nondifferentiable_vjp_symbols"))
     return rows
