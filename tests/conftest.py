@@ -9,12 +9,14 @@ import pytest
 warnings.filterwarnings("ignore", message="transformer_engine module not found")
 warnings.filterwarnings("ignore", message="The 'symbolic values' cache option is highly experimental")
 
-import metatrace  # noqa: E402
-
 
 @pytest.fixture
 def enabled():
     """metatrace enabled for one test, thunder restored afterwards."""
+    # (imported here, not at the top: xdist's controller process loads this file before it starts
+    # the workers and runs no test; importing torch and thunder there costs every run 6 s)
+    import metatrace
+
     with metatrace.enable():
         yield
     assert not metatrace.is_enabled()
