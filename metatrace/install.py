@@ -20,7 +20,7 @@ from metatrace.codegen import cache
 from metatrace.proxies import clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads
 from metatrace.grad import deferred_guards, rules
 from metatrace.guards import prologue_op
-from metatrace.interpret import jit, lookasides, module_state, python_values
+from metatrace.interpret import interpreter_costs, jit, lookasides, module_state, python_values
 from metatrace.passes import distributed, size_producers
 from metatrace.metas import python_executor, torch_decompositions, torch_metas
 from metatrace.codegen.generate import prim_symbols
@@ -122,6 +122,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         lambda: _executor_meta_patches({id(row.target) for row in applied}),
         # interpreting the user's function
         jit.patches,
+        interpreter_costs.patches,
         renames.patches,
         module_state.patches,
         lookasides.patches,
