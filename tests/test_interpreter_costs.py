@@ -108,3 +108,27 @@ def test_user_traceback_through_interpreted_frames_names_the_raising_line(enable
     else:
         raise AssertionError("the jitted function must raise the user's KeyError")
     assert ("_raises", _raises.__code__.co_firstlineno + 1) in names
+
+
+def test_decoded_instructions_equal_dis_and_are_decoded_once():
+    from metatrace.interpret.interpreter_costs import get_instructions
+
+    code = _nested.__code__
+    first = get_instructions(code)
+    assert first == tuple(__import__("dis").get_instructions(code))
+    assert get_instructions(code) is first
+
+
+def test_decoded_instructions_leave_with_their_code_object():
+    import gc
+
+    from metatrace.interpret import interpreter_costs
+
+    namespace = {}
+    exec("def transient(x):\n    return x + 1\n", namespace)
+    code = namespace.pop("transient").__code__
+    interpreter_costs.get_instructions(code)
+    before = len(interpreter_costs._decoded)
+    del code
+    gc.collect()
+    assert len(interpreter_costs._decoded) == before - 1
