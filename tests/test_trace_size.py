@@ -6,7 +6,8 @@ every later pass re-traces (the grad transform, the executor passes).
 - thunder's own decisions inside composites (``compute_broadcast_shape``'s ``s == 1``) are
   guards, not ``prims.eq`` bound symbols;
 - integer ``//`` on symbols is one ``prims.py_floordiv`` (thunder's clang composes eight ops);
-- a tensor's numel is multiplied out once per scope, and ``x * 1`` / ``x + 0`` record nothing.
+- a tensor's numel is multiplied out once per scope, and ``x * 1`` / ``x + 0`` record nothing;
+- a size minus itself (the zero widths of pad's and slice's cotangents) is 0, not a ``prims.sub``.
 
 Each claim is checked over every trace of the entry (forward, after the grad split, backward,
 executor stages) of several functions, with values and gradients against eager PyTorch.
@@ -138,6 +139,30 @@ def test_numel_is_multiplied_out_once_per_scope(enabled):
 def test_a_one_dimensional_numel_is_a_new_number(enabled):
     # the product of one size is the size (1 * i0 folds); reshape still infers -1 from it
     jf = _run(lambda x: x.reshape(4, -1).t() * 2, [(24,), (36,)], grad=True)
+    assert thunder.cache_misses(jf) == 1
+
+
+def _self_subtractions(trace) -> list:
+    return [b for b in _number_ops(trace, "sub") if len(b.args) == 2 and b.args[0] is b.args[1]]
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["forward", "training"])
+def test_a_size_minus_itself_records_nothing(enabled, grad):
+    # slicing's and cat's grad rules pad the cotangent with widths such as ``B - B``
+    def fn(x):
+        return torch.cat([x[:, 1:], x[:, :1]], 1) * x.shape[1]
+
+    jf = _run(fn, [(2, 5), (3, 7), (4, 2)], grad)
+    found = [str(b) for t in _all_traces(jf) for b in _self_subtractions(t)]
+    assert found == []
+
+
+def test_a_size_minus_itself_still_serves_every_size(enabled):
+    def fn(x):
+        return torch.cat([x[:, 1:], x[:, :1]], 1) * x.shape[1]
+
+    # (the sizes keep both slices longer than 1: a size-1 slice is one more entry, guarded)
+    jf = _run(fn, [(2, 5), (3, 7), (4, 3)], grad=True)
     assert thunder.cache_misses(jf) == 1
 
 

@@ -29,7 +29,7 @@ import types
 
 import thunder.core.jit_ext as jit_ext
 import thunder.core.prims as prims
-from thunder.core.interpreter import INTERPRETER_SIGNALS, _interpret_call, default_lookaside, do_raise, unwrap
+from thunder.core.interpreter import INTERPRETER_SIGNALS, _interpret_call, default_lookaside, do_raise, unwrap, wrap_const
 from thunder.core.proxies import IntegerProxy, NumberProxy
 
 from thunder.core.symbol import BoundSymbol
@@ -139,31 +139,35 @@ def _arithmetic(name: str, fn, swapped: bool):
     return lambda original: _arithmetic_method(name, fn, swapped, original)
 
 
-def _arithmetic_route(identity, self, other) -> str:
+def _arithmetic_route(identity, self, other, cancels: bool = False) -> str:
     """Which way ``self <op> other`` goes: ``""`` for thunder's operator, else metatrace's path
-    (``record``, ``bool``, ``identity``). Reads state only: the jit's lookaside decides it natively."""
+    (``record``, ``bool``, ``identity``, ``zero``). Reads state only: the jit's lookaside decides
+    it natively. ``cancels``: the operator is a subtraction (``x - x`` is 0 for an integer)."""
     number = isinstance(other, (int, float, NumberProxy))
     if number and record_state.RECORDER.get() is not None and in_meta():
         return "record"
     if number and (is_bool_number(self) or is_bool_number(other)) and get_tracectx() is not None:
         return "bool"
     if (
-        identity is not None
-        and type(other) is int
-        and other == identity
-        and isinstance(self, IntegerProxy)
+        isinstance(self, IntegerProxy)
         and getattr(self, "python_type", int) is int  # True * 1 is 1, an int: no fold for a bool
         and (concretizations.COLLECTOR.get() is not None or record_state.INTERPRETING.get())
     ):
-        return "identity"
+        if identity is not None and type(other) is int and other == identity:
+            return "identity"
+        if cancels and other is self:
+            # ``size - size`` in grad rules (the zero widths of pad's and slice's cotangents):
+            # 0 for every input, with no prims.sub (and the ``+ 0`` after it) in every pass
+            return "zero"
     return ""
 
 
 def _arithmetic_method(name: str, fn, swapped: bool, original):
     identity = _IDENTITIES.get(name)
+    cancels = name in ("__sub__", "__rsub__")
 
     def arithmetic(self, other):
-        route = _arithmetic_route(identity, self, other)
+        route = _arithmetic_route(identity, self, other, cancels)
         if route == "record":
             return fn(other, self) if swapped else fn(self, other)
         if route == "bool":
@@ -173,11 +177,13 @@ def _arithmetic_method(name: str, fn, swapped: bool, original):
             # ``numel = 1; numel *= length`` in clang.reshape: an integer times 1 (plus 0) is
             # itself, with no prims.mul for every later pass to re-trace
             return self
+        if route == "zero":
+            return 0
         return original(self, other)
 
     arithmetic.__name__ = name
     arithmetic.__wrapped__ = original  # thunder's, for metatrace.metas.torch_metas.unfolded_times_one
-    arithmetic.route = lambda self, other: _arithmetic_route(identity, self, other)
+    arithmetic.route = lambda self, other: _arithmetic_route(identity, self, other, cancels)
     return arithmetic
 
 
@@ -262,8 +268,8 @@ def _interpreted_copy(fn):
 
 def _binary_lookaside(wrapper):
     """``wrapper.route(self, other)`` (unwrapped values): ``""`` calls thunder's method,
-    ``"identity"`` returns ``self`` (its WrappedValue, as the interpreted ``return self`` did), any
-    other route interprets the wrapper."""
+    ``"identity"`` returns ``self`` (its WrappedValue, as the interpreted ``return self`` did),
+    ``"zero"`` the constant 0, any other route interprets the wrapper."""
     original, route, interpreted = wrapper.__wrapped__, wrapper.route, _interpreted_copy(wrapper)
 
     def lookaside(*args, **kwargs):
@@ -276,6 +282,8 @@ def _binary_lookaside(wrapper):
                 return _interpret_call(original, *args)
             if way == "identity":
                 return args[0]
+            if way == "zero":
+                return wrap_const(0)
         return _interpret_call(interpreted, *args, **kwargs)
 
     return lookaside
