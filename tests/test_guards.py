@@ -214,13 +214,54 @@ def test_recompile_log_names_the_failed_guard(enabled, caplog):
 def test_guard_programs_raise_rather_than_assert(enabled):
     jf = thunder.jit(lambda a, i: a[:, :, :i], cache=SYMBOLIC)
     jf(torch.randn(8, 16, 4), 2)
-    (program_id,) = [b.args[0] for b in thunder.last_prologue_traces(jf)[-1].bound_symbols if b.sym.name == "metatrace_guards"]
+    (program_id, *arguments), = [b.args for b in thunder.last_prologue_traces(jf)[-1].bound_symbols
+                                 if b.sym.name == "metatrace_guards"]
     program = PROGRAMS[program_id]
-    good = [p.value for p in program.leaves]
+    good = [p.value for p in arguments]  # the leaves, then the number arguments whose types it checks
     check_guards(program_id, *good)
-    bad = [-5 if isinstance(p, IntegerProxy) else v for p, v in zip(program.leaves, good)]
+    n = len(program.leaves)
+    bad = [-5 if isinstance(p, IntegerProxy) else v for p, v in zip(program.leaves, good)] + good[n:]
     with pytest.raises(GuardFailure, match="guard failed"):
         check_guards(program_id, *bad)
+
+
+def _prologue_calls(jf) -> list[str]:
+    return [b.sym.name for b in thunder.last_prologue_traces(jf)[-1].bound_symbols
+            if b.sym.name.startswith("metatrace_")]
+
+
+def test_number_argument_types_are_checked_by_the_guard_program(enabled):
+    jf = thunder.jit(lambda a, i: a[:, :, :i], cache=SYMBOLIC)
+    jf(torch.randn(8, 16, 4), 2)
+    assert _prologue_calls(jf) == ["metatrace_guards"]
+
+
+def test_a_number_argument_of_another_type_fails_the_guard_program_first(enabled):
+    from metatrace.guards.structure import StructureMismatch
+
+    jf = thunder.jit(lambda a, i: a[:, :, :i], cache=SYMBOLIC)
+    jf(torch.randn(8, 16, 4), 2)
+    (program_id, *arguments), = [b.args for b in thunder.last_prologue_traces(jf)[-1].bound_symbols
+                                 if b.sym.name == "metatrace_guards"]
+    n = len(PROGRAMS[program_id].leaves)
+    values = [p.value for p in arguments[:n]] + [2.0]  # i as a float, every guard still holding
+    with pytest.raises(StructureMismatch, match="number argument types changed: expected int, got float"):
+        check_guards(program_id, *values)
+
+
+def test_number_argument_types_without_guards_keep_their_own_check(enabled):
+    jf = thunder.jit(lambda a, i: a.sum(), cache=SYMBOLIC)  # nothing to guard: no guard program
+    jf(torch.randn(3), 2)
+    assert _prologue_calls(jf) == ["metatrace_structure"]
+
+
+def test_a_float_where_an_int_was_compiles_again_and_matches_eager(enabled):
+    fn = lambda a, i: a[:, :, : int(i)] * i  # noqa: E731
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    a = torch.randn(8, 16, 4)
+    jf(a, 2)
+    torch.testing.assert_close(jf(a, 3.0), fn(a, 3.0))
+    assert thunder.cache_misses(jf) == 2
 
 
 def test_disable_restores_number_proxy_and_the_jit():

@@ -19,6 +19,7 @@ from metatrace.guards.record import FLOAT_RANGE, Guard, is_leaf
 from metatrace.metas.concretizations import SHOWN_WHY
 from metatrace.guards.registry import PROGRAMS, guard_symbol, new_id
 from metatrace.guards.simplify import python_check, recorded_parts
+from metatrace.guards.structure import add_number_type_constraint, number_types_changed
 from metatrace.metas import number_ops
 from metatrace.metas.number_ops import MIRROR, NEGATION
 
@@ -84,10 +85,12 @@ class GuardProgram:
         leaves: list[NumberProxy],
         producers: dict[str, Any],
         leaf_names: list[str] | None = None,
+        number_types: tuple = (),
     ):
         self.program_id = program_id
         self.texts = texts
         self.leaves = leaves
+        self.number_types = tuple(number_types)
         # leaf_names: how the guards' proxies name the leaves, if not by the leaves' own names.
         # One parameter per leaf position (the prologue passes every leaf); a name seen twice
         # (a size shared by two inputs) reads the first.
@@ -102,7 +105,13 @@ class GuardProgram:
             constants.append(x)
             return f"_c[{len(constants) - 1}]"
 
-        lines = [f"def guards({', '.join(signature)}):"]
+        # After the leaves, one parameter per number argument whose type is checked first
+        # (metatrace.guards.structure): one prologue call for the structure and the guards.
+        typed = [f"n{i}" for i in range(len(self.number_types))]
+        lines = [f"def guards({', '.join(signature + typed)}):"]
+        if typed:
+            mismatch = " or ".join(f"type({n}) is not _types[{i}]" for i, n in enumerate(typed))
+            lines += [f"    if {mismatch}:", f"        _types_changed(_types, {', '.join(typed)})"]
         for i, g in enumerate(guards):
             # a metatrace.guards.simplify.SimpleGuard writes its own Python over the leaves; a
             # guard as recorded is written by the same emitter, over its producer chains
@@ -113,7 +122,7 @@ class GuardProgram:
         lines.append("    return None")
         self.source = "\n".join(lines)
         namespace = {**number_ops.NAMESPACE, "_c": tuple(constants), "_t": tuple(texts), "_fail": _fail,
-                     "_id": program_id}
+                     "_id": program_id, "_types": self.number_types, "_types_changed": number_types_changed}
         exec(compile(self.source, "<metatrace guards>", "exec"), namespace)
         self.fn = namespace["guards"]
 
@@ -175,12 +184,15 @@ class _AsRecorded(Exception):
 
 
 def add_prologue_constraints(
-    ctx, inputs, computation_trace, collector: GuardCollector, names: dict[str, str] | None = None
+    ctx, inputs, computation_trace, collector: GuardCollector, names: dict[str, str] | None = None,
+    numbers: list = (),
 ) -> list[str]:
     """Turns the collector's guards into one prologue constraint; returns their readable forms.
 
     The guards are simplified first (``metatrace.guards.simplify``): the program checks, and ``explain``
-    shows, an equivalent small set over the inputs."""
+    shows, an equivalent small set over the inputs. ``numbers``: (proxy, type) of the number
+    arguments (:func:`metatrace.guards.structure.add_structure_constraints`), whose types the
+    program checks before its guards."""
     from thunder.clang import check_number_type_and_value
 
     from metatrace.guards.simplify import simplify  # looked up per call: tests spy on it
@@ -229,6 +241,7 @@ def add_prologue_constraints(
                 decided.setdefault(p.name, f"checked at {guard.where}")
         guards.append(guard)
     program_id = new_id("g")
+    types = tuple(t for _, t in numbers)
     try:
         if getattr(collector, "inexact_float", False):
             # an integer beyond 2**53 was converted to float: the algebra's reading of float(n)
@@ -237,15 +250,18 @@ def add_prologue_constraints(
         checked = simplify(guards, producers, input_sizes_and_numbers(inputs), names, sizes)
         texts = [_with_reason(g, decided | reasons) for g in checked]
         used = {name for g in checked for name in g.leaves}
-        program = GuardProgram(program_id, checked, texts, [p for n, p in leaves.items() if n in used], producers)
+        program = GuardProgram(program_id, checked, texts, [p for n, p in leaves.items() if n in used], producers,
+                               number_types=types)
     except Exception as e:  # not expected: the guards as recorded are as correct, only longer
         if not isinstance(e, _AsRecorded):
             logger.warning("guard simplification failed: checking the guards as recorded", exc_info=True)
         checked, texts = guards, [describe_guard(guard, producers, names) for guard in guards]
-        program = GuardProgram(program_id, guards, texts, list(leaves.values()), producers)
+        program = GuardProgram(program_id, guards, texts, list(leaves.values()), producers, number_types=types)
     if checked:
         PROGRAMS[program_id] = program
-        ctx.add_constraint((ProgramConstraint(program_id), *program.leaves))
+        ctx.add_constraint((ProgramConstraint(program_id), *program.leaves, *(p for p, _ in numbers)))
+    elif numbers:
+        add_number_type_constraint(ctx, numbers)
     if pin_all is not None:
         # A value we cannot express in terms of the inputs was baked in: only the exact same
         # inputs may reuse this entry.

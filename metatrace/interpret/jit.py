@@ -23,7 +23,7 @@ from metatrace.guards.explain import log_miss
 from metatrace.grad.deferred_guards import add_deferred_program
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.program import add_prologue_constraints
-from metatrace.guards.structure import add_structure_constraints
+from metatrace.guards.structure import add_number_type_constraint, add_structure_constraints
 from metatrace.patching import Patch, attribute
 
 def _interpret(original):
@@ -103,15 +103,16 @@ def _propagate_constraints(original):
     def propagate_constraints(ctx, inputs, intermediates, computation_trace):
         original(ctx, inputs, intermediates, computation_trace)
         call = getattr(ctx, "_metatrace_call", None)
-        if call is not None:
-            add_structure_constraints(ctx, computation_trace, *call, inputs)
+        numbers = add_structure_constraints(ctx, computation_trace, *call, inputs)[1] if call is not None else []
         collector = getattr(ctx, "_metatrace_guards", None)
         if collector is not None:
             names = input_names(ctx, inputs)
-            forward_texts = add_prologue_constraints(ctx, inputs, computation_trace, collector, names)
+            forward_texts = add_prologue_constraints(ctx, inputs, computation_trace, collector, names, numbers)
             add_deferred_program(
                 ctx, inputs, {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}, names, forward_texts
             )
+        elif numbers:
+            add_number_type_constraint(ctx, numbers)
 
     return propagate_constraints
 
