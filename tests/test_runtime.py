@@ -111,3 +111,32 @@ def test_bitwise_or_unions_sets():
 def test_augmented_bitwise_and_mutates_sets_in_place():
     s = {1, 2}
     assert rt.iop("bitand", s, {2}) is s
+
+
+# An identity folds for an integer symbol and an integer literal only: Python's result type and
+# a float's signed zero must come out as eager computes them.
+_TYPE_CHANGING = [
+    ("i * 1.0", lambda i: rt.mul(i, 1.0), 5 * 1.0),
+    ("1.0 * i", lambda i: rt.mul(1.0, i), 1.0 * 5),
+    ("i + 0.0", lambda i: rt.add(i, 0.0), 5 + 0.0),
+    ("i - 0.0", lambda i: rt.sub(i, 0.0), 5 - 0.0),
+    ("i // 1.0", lambda i: rt.floordiv(i, 1.0), 5 // 1.0),
+]
+
+
+@pytest.mark.parametrize("case", _TYPE_CHANGING, ids=[c[0] for c in _TYPE_CHANGING])
+def test_a_float_literal_identity_keeps_pythons_float_result(recorder, case):
+    _, op, expected = case
+    out = op(n(5))
+    assert (out.python_type, out.value) == (type(expected), expected)
+
+
+@pytest.mark.parametrize("op", [lambda f: rt.add(f, 0), lambda f: rt.add(0, f), lambda f: rt.sub(f, -0.0)],
+                         ids=["f + 0", "0 + f", "f - (-0.0)"])
+def test_a_negative_zero_float_plus_zero_is_positive_zero(recorder, op):
+    import math
+
+    from thunder.core.proxies import FloatProxy
+
+    out = op(FloatProxy(name="f", value=-0.0))
+    assert math.copysign(1.0, out.value) == 1.0

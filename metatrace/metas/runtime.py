@@ -63,39 +63,44 @@ def _operator(sym, fn: Callable, arity: int, fold: Callable | None = None) -> Ca
     return op
 
 
-def _is_literal(x: Any, v: Number) -> bool:
-    return type(x) in (int, float) and x == v
+# Identities fold for an integer symbol and an integer literal only: ``i * 1.0`` is a float, and
+# for a float ``-0.0 + 0`` is 0.0 and ``inf // 1`` is nan, so a float (or a float literal) is
+# recorded. One table for the rewritten metas' operators and NumberProxy's (proxies.number_methods).
+
+
+def _int_literal(x: Any, v: int) -> bool:
+    return type(x) is int and x == v  # not a bool: True + 0 is the int 1
 
 
 def _fold_add(a, b):
-    if _is_literal(b, 0) and not isinstance(a, bool):
+    if _is_symbolic_int(a) and _int_literal(b, 0):
         return a
-    if _is_literal(a, 0) and not isinstance(b, bool):
+    if _is_symbolic_int(b) and _int_literal(a, 0):
         return b
     return _MISSING
 
 
 def _fold_sub(a, b):
-    if _is_literal(b, 0):
-        return a
-    if a is b and _is_symbolic_int(a):
-        return 0  # x - x: pad's ``(dim - 1) * 0`` interior terms and ``size - size`` widths
+    if _is_symbolic_int(a):
+        if _int_literal(b, 0):
+            return a
+        if a is b:
+            return 0  # x - x: pad's ``(dim - 1) * 0`` interior terms and ``size - size`` widths
     return _MISSING
 
 
 def _fold_mul(a, b):
-    if _is_literal(b, 1):
-        return a
-    if _is_literal(a, 1):
-        return b
-    # x * 0 on an integer symbol is 0 (no NaN among integers): pad's interior padding term
-    if (type(b) is int and b == 0 and _is_symbolic_int(a)) or (type(a) is int and a == 0 and _is_symbolic_int(b)):
-        return 0
+    for x, k in ((a, b), (b, a)):
+        if _is_symbolic_int(x) and type(k) is int:
+            if k == 1:
+                return x
+            if k == 0:
+                return 0  # no NaN among integers: pad's interior padding term
     return _MISSING
 
 
 def _fold_floordiv(a, b):
-    return a if _is_literal(b, 1) and isinstance(a, NumberProxy) and a.python_type is int else _MISSING
+    return a if _is_symbolic_int(a) and _int_literal(b, 1) else _MISSING
 
 
 # The recording operators of the number_ops rows with a ``meta`` name, as the rewritten metas call
@@ -140,6 +145,11 @@ def sub(a, b):
     if RECORDER.get() is not None and _is_symbolic_int(a) and type(b) is int:
         return _offset(a, -b)
     return _sub(a, b)
+
+
+# The identity fold of each operator NumberProxy's arithmetic methods call (proxies.number_methods
+# folds ``size - size`` and ``n * 1`` there with the same rules); mul and floordiv are rows' operators.
+FOLDS = {add: _fold_add, sub: _fold_sub, mul: _fold_mul, floordiv: _fold_floordiv}  # noqa: F821
 
 
 # Python's ``/`` on floats; prims.div's own evaluation truncates ints (see truediv).

@@ -50,11 +50,6 @@ _ARITHMETIC = {"__add__": (runtime.add, False), "__radd__": (runtime.add, True),
                "__mod__": (runtime.mod, False), "__rmod__": (runtime.mod, True)}
 
 
-# The integer operand that leaves an integer unchanged (x * 1, 1 * x, x + 0, 0 + x, x - 0).
-# Integers only: for a float, -0.0 + 0 is 0.0.
-_IDENTITIES = {"__mul__": 1, "__rmul__": 1, "__add__": 0, "__radd__": 0, "__sub__": 0}
-
-
 def in_meta() -> bool:
     """True while a prim's meta runs: the trace's innermost scope is switched off."""
     trace = get_tracectx()
@@ -139,51 +134,47 @@ def _arithmetic(name: str, fn, swapped: bool):
     return lambda original: _arithmetic_method(name, fn, swapped, original)
 
 
-def _arithmetic_route(identity, self, other, cancels: bool = False) -> str:
+def _arithmetic_route(fold, self, other) -> str:
     """Which way ``self <op> other`` goes: ``""`` for thunder's operator, else metatrace's path
-    (``record``, ``bool``, ``identity``, ``zero``). Reads state only: the jit's lookaside decides
-    it natively. ``cancels``: the operator is a subtraction (``x - x`` is 0 for an integer)."""
+    (``record``, ``bool``, ``fold``). Reads state only: the jit's lookaside decides it natively.
+    ``fold``: the operator's identity fold (``metatrace.metas.runtime.FOLDS``) over its operands
+    in order, or None."""
     number = isinstance(other, (int, float, NumberProxy))
     if number and record_state.RECORDER.get() is not None and in_meta():
         return "record"
     if number and (is_bool_number(self) or is_bool_number(other)) and get_tracectx() is not None:
         return "bool"
     if (
-        isinstance(self, IntegerProxy)
-        and getattr(self, "python_type", int) is int  # True * 1 is 1, an int: no fold for a bool
+        fold is not None
         and (concretizations.COLLECTOR.get() is not None or record_state.INTERPRETING.get())
+        and fold(self, other) is not runtime._MISSING
     ):
-        if identity is not None and type(other) is int and other == identity:
-            return "identity"
-        if cancels and other is self:
-            # ``size - size`` in grad rules (the zero widths of pad's and slice's cotangents):
-            # 0 for every input, with no prims.sub (and the ``+ 0`` after it) in every pass
-            return "zero"
+        # ``numel = 1; numel *= length`` in clang.reshape, ``size - size`` in grad rules (the zero
+        # widths of pad's and slice's cotangents): an integer, with no prim for every later pass
+        # to re-trace (the runtime's rules: integer symbols and integer literals only)
+        return "fold"
     return ""
 
 
 def _arithmetic_method(name: str, fn, swapped: bool, original):
-    identity = _IDENTITIES.get(name)
-    cancels = name in ("__sub__", "__rsub__")
+    rule = runtime.FOLDS.get(fn)
+    fold = None if rule is None else (lambda a, b: rule(b, a)) if swapped else rule
 
     def arithmetic(self, other):
-        route = _arithmetic_route(identity, self, other, cancels)
+        route = _arithmetic_route(fold, self, other)
         if route == "record":
             return fn(other, self) if swapped else fn(self, other)
         if route == "bool":
             # the bool operands as ints (Python's result type), then the operator again
             return getattr(bool_as_int(self), name)(bool_as_int(other))
-        if route == "identity":
-            # ``numel = 1; numel *= length`` in clang.reshape: an integer times 1 (plus 0) is
-            # itself, with no prims.mul for every later pass to re-trace
-            return self
-        if route == "zero":
-            return 0
+        if route == "fold":
+            return fold(self, other)
         return original(self, other)
 
     arithmetic.__name__ = name
     arithmetic.__wrapped__ = original  # thunder's, for metatrace.metas.torch_metas.unfolded_times_one
-    arithmetic.route = lambda self, other: _arithmetic_route(identity, self, other, cancels)
+    arithmetic.route = lambda self, other: _arithmetic_route(fold, self, other)
+    arithmetic.fold = fold
     return arithmetic
 
 
@@ -268,9 +259,10 @@ def _interpreted_copy(fn):
 
 def _binary_lookaside(wrapper):
     """``wrapper.route(self, other)`` (unwrapped values): ``""`` calls thunder's method,
-    ``"identity"`` returns ``self`` (its WrappedValue, as the interpreted ``return self`` did),
-    ``"zero"`` the constant 0, any other route interprets the wrapper."""
+    ``"fold"`` returns the folded operand (its WrappedValue, as the interpreted ``return`` did)
+    or constant, any other route interprets the wrapper."""
     original, route, interpreted = wrapper.__wrapped__, wrapper.route, _interpreted_copy(wrapper)
+    fold = getattr(wrapper, "fold", None)
 
     def lookaside(*args, **kwargs):
         if len(args) == 2 and not kwargs:
@@ -280,10 +272,12 @@ def _binary_lookaside(wrapper):
                 way = None  # the interpreted wrapper raises it where the user's code can see it
             if way == "":
                 return _interpret_call(original, *args)
-            if way == "identity":
-                return args[0]
-            if way == "zero":
-                return wrap_const(0)
+            if way == "fold":
+                folded = fold(unwrap(args[0]), unwrap(args[1]))
+                for a in args:
+                    if unwrap(a) is folded:
+                        return a
+                return wrap_const(folded)
         return _interpret_call(interpreted, *args, **kwargs)
 
     return lookaside
