@@ -20,7 +20,7 @@ from metatrace.codegen import cache
 from metatrace.proxies import clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads
 from metatrace.grad import deferred_guards, rules
 from metatrace.guards import prologue_op
-from metatrace.interpret import interpreter_costs, jit, lookasides, module_state, python_values
+from metatrace.interpret import collector_pacing, interpreter_costs, jit, lookasides, module_state, python_values
 from metatrace.passes import distributed, size_producers
 from metatrace.metas import python_executor, torch_decompositions, torch_metas
 from metatrace.codegen.generate import prim_symbols
@@ -116,7 +116,8 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
     first: the executor-meta scan must not see the operators that python_executor and prologue_op
     register (prims of the python executor), and later rows wrap some metas again. Then the
     pipeline: interpreting the function, symbolic numbers, torch-level metas and the python
-    executor, the prologue's guard operators, the grad transform, the executor passes, torch.compile."""
+    executor, the prologue's guard operators, the grad transform, the executor passes, the
+    collector's pacing over those phases, torch.compile."""
     return (
         lambda: _prim_meta_patches(loaded, force_fallback),
         lambda: _executor_meta_patches({id(row.target) for row in applied}),
@@ -146,6 +147,8 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         # later stages: every trace keeps producers for its size symbols
         size_producers.patches,
         distributed.patches,
+        # the collector paced for the compile's phases (wrapping what the rows above installed there)
+        collector_pacing.patches,
         # torch.compile
         thunderfx.patches,
     )
