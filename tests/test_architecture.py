@@ -160,6 +160,35 @@ def test_subpackages_import_along_the_pipeline():
     assert wrong == [], f"imports against the pipeline's direction: {wrong}"
 
 
+# Sizes a reader can hold (issue 16): the public face at the top, everything else in a stage's
+# package; no module a reader must page through, no function longer than a screen.
+MAX_TOP_LEVEL_MODULES = 12
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+
+
+def test_the_top_level_holds_at_most_a_dozen_modules():
+    modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(modules) <= MAX_TOP_LEVEL_MODULES, modules
+
+
+def test_no_module_is_over_500_lines():
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
+
+
+def test_no_function_is_over_80_lines():
+    long = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long[f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}"] = lines
+    assert long == {}
+
+
 # ---------------------------------------------------------------------------------------------
 # The patch table: what metatrace changes in thunder, and that disable() undoes all of it
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ A guard that cannot be projected onto the inputs pins every input number and siz
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
@@ -183,6 +183,63 @@ class _AsRecorded(Exception):
     """This entry's guards are checked as recorded (not simplified)."""
 
 
+@dataclass
+class _Projected:
+    """The collector's guards that the program checks, projected onto the inputs."""
+
+    guards: list = field(default_factory=list)
+    leaves: dict = field(default_factory=dict)  # leaf name -> proxy, in first-use order
+    reasons: dict = field(default_factory=dict)  # leaf name -> what first baked in a value computed from it
+    decided: dict = field(default_factory=dict)  # leaf name -> the first branch or check that read it
+    pin_all: str | None = None  # why every input is pinned (a guard no input expression can state)
+
+
+def _project_guards(ctx, inputs, collector: GuardCollector, producers: dict, sizes: set[str]) -> _Projected:
+    """Normalizes, deduplicates and projects the collector's guards; a guard over static numbers
+    only becomes a value check of them, one that cannot be projected pins every input."""
+    from thunder.clang import check_number_type_and_value
+
+    out = _Projected()
+    input_names = {getattr(v, "proxy", v).name for v in inputs}
+    value_checked: set[str] = set()
+    seen = set()
+    for guard in collector.guards:
+        guard = normalize(guard, producers)
+        if is_tautology(guard, sizes) or guard.key() in seen:
+            continue
+        seen.add(guard.key())
+        try:
+            _, guard_leaves = project([guard.lhs, guard.rhs], producers)
+        except Unprojectable as e:
+            logger.debug("cannot project %s %s %s (%s): %s", guard.lhs, guard.op, guard.rhs, guard.why, e)
+            if guard.why == FLOAT_RANGE:
+                # float(n) of a number no guard can express: no simplified guard relies on it
+                seen.discard(guard.key())  # a decision with the same relation is still checked
+                continue
+            out.pin_all = out.pin_all or (f"{e} at {guard.where}" if guard.where else str(e))
+            continue
+        if all(p.is_static_constrained() for p in guard_leaves):
+            # Constants, or static numbers (a module's configuration). thunder's prologue checks
+            # a static number only when the computation takes it as an input: one that only
+            # decided a branch (``if self.training``, ``x[:2] if self.flag else x``) is checked
+            # here, by value, or ``model.eval()`` would reuse the training entry.
+            for p in guard_leaves:
+                if p.name not in input_names and p.name not in value_checked and p.history is not None:
+                    value_checked.add(p.name)
+                    ctx.add_constraint((check_number_type_and_value, p, p.value))
+            continue
+        for p in guard_leaves:
+            out.leaves.setdefault(p.name, p)
+            if guard.why in SHOWN_WHY:  # a reason explain names over any other (einsum's order, ...)
+                out.reasons[p.name] = guard.why + (f" at {guard.where}" if guard.where else "")
+            elif guard.why != "branch" and guard.op == "eq":  # a value baked in
+                out.reasons.setdefault(p.name, guard.why + (f" at {guard.where}" if guard.where else ""))
+            elif guard.where:
+                out.decided.setdefault(p.name, f"checked at {guard.where}")
+        out.guards.append(guard)
+    return out
+
+
 def add_prologue_constraints(
     ctx, inputs, computation_trace, collector: GuardCollector, names: dict[str, str] | None = None,
     numbers: list = (),
@@ -199,47 +256,8 @@ def add_prologue_constraints(
 
     producers = producer_map(computation_trace, collector)
     sizes = _size_names(inputs)
-    input_names = {getattr(v, "proxy", v).name for v in inputs}
-    value_checked: set[str] = set()
-    guards, texts, seen = [], [], set()
-    leaves: dict[str, NumberProxy] = {}
-    reasons: dict[str, str] = {}  # leaf name -> what first baked in a value computed from it
-    decided: dict[str, str] = {}  # leaf name -> the first branch or check that read it
-    pin_all = None
-    for guard in collector.guards:
-        guard = normalize(guard, producers)
-        if is_tautology(guard, sizes) or guard.key() in seen:
-            continue
-        seen.add(guard.key())
-        try:
-            _, guard_leaves = project([guard.lhs, guard.rhs], producers)
-        except Unprojectable as e:
-            logger.debug("cannot project %s %s %s (%s): %s", guard.lhs, guard.op, guard.rhs, guard.why, e)
-            if guard.why == FLOAT_RANGE:
-                # float(n) of a number no guard can express: no simplified guard relies on it
-                seen.discard(guard.key())  # a decision with the same relation is still checked
-                continue
-            pin_all = pin_all or (f"{e} at {guard.where}" if guard.where else str(e))
-            continue
-        if all(p.is_static_constrained() for p in guard_leaves):
-            # Constants, or static numbers (a module's configuration). thunder's prologue checks
-            # a static number only when the computation takes it as an input: one that only
-            # decided a branch (``if self.training``, ``x[:2] if self.flag else x``) is checked
-            # here, by value, or ``model.eval()`` would reuse the training entry.
-            for p in guard_leaves:
-                if p.name not in input_names and p.name not in value_checked and p.history is not None:
-                    value_checked.add(p.name)
-                    ctx.add_constraint((check_number_type_and_value, p, p.value))
-            continue
-        for p in guard_leaves:
-            leaves.setdefault(p.name, p)
-            if guard.why in SHOWN_WHY:  # a reason explain names over any other (einsum's order, ...)
-                reasons[p.name] = guard.why + (f" at {guard.where}" if guard.where else "")
-            elif guard.why != "branch" and guard.op == "eq":  # a value baked in
-                reasons.setdefault(p.name, guard.why + (f" at {guard.where}" if guard.where else ""))
-            elif guard.where:
-                decided.setdefault(p.name, f"checked at {guard.where}")
-        guards.append(guard)
+    projected = _project_guards(ctx, inputs, collector, producers, sizes)
+    guards, leaves = projected.guards, projected.leaves
     program_id = new_id("g")
     types = tuple(t for _, t in numbers)
     try:
@@ -248,7 +266,7 @@ def add_prologue_constraints(
             # as n does not hold (metatrace.proxies.float_numbers.guard_exact_float)
             raise _AsRecorded()
         checked = simplify(guards, producers, input_sizes_and_numbers(inputs), names, sizes)
-        texts = [_with_reason(g, decided | reasons) for g in checked]
+        texts = [_with_reason(g, projected.decided | projected.reasons) for g in checked]
         used = {name for g in checked for name in g.leaves}
         program = GuardProgram(program_id, checked, texts, [p for n, p in leaves.items() if n in used], producers,
                                number_types=types)
@@ -262,10 +280,10 @@ def add_prologue_constraints(
         ctx.add_constraint((ProgramConstraint(program_id), *program.leaves, *(p for p, _ in numbers)))
     elif numbers:
         add_number_type_constraint(ctx, numbers)
-    if pin_all is not None:
+    if projected.pin_all is not None:
         # A value we cannot express in terms of the inputs was baked in: only the exact same
         # inputs may reuse this entry.
         for p in input_sizes_and_numbers(inputs):
             ctx.add_constraint((check_number_type_and_value, p, p.value))
-            texts.append(f"{(names or {}).get(p.name, p.name)} == {p.value!r} (pinned: {pin_all})")
+            texts.append(f"{(names or {}).get(p.name, p.name)} == {p.value!r} (pinned: {projected.pin_all})")
     return texts
