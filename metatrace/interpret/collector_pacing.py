@@ -13,9 +13,10 @@ metatrace's.
 While a compile phase runs (interpretation, the executor passes, the grad transform, the
 forward/backward split) the young generation's threshold is raised to :data:`YOUNG_THRESHOLD`
 (never lowered: a user's larger value stands), then put back. The collector still runs, every
-50k allocations instead of every 700: the garbage waiting for it stays bounded (about 10 MB of
-small objects), and a young collection's cost is in proportion to the young objects, so the
-compile pays for its own garbage once instead of re-walking the process's heap. Whether the
+50k allocations instead of every 700, so the garbage waiting for it stays bounded (the same
+compile's peak RSS grew by 109 MB at the default threshold, 110-122 MB paced), and a young
+collection's cost is in proportion to the young objects: the compile pays for its own garbage
+once instead of re-walking the process's heap. Whether the
 collector is enabled at all (``gc.disable()``) is the user's and is not touched. Measured on
 that compile: 24 young collections and at most one full one; 0.96x stock's compile time against
 1.04-1.10x before.
