@@ -1,5 +1,6 @@
-"""metatrace.interpret.collector_pacing: the collector runs less often during thunder's compile
-phases, and every threshold the user set is back afterwards."""
+"""metatrace.collector and metatrace.interpret.collector_pacing: the collector runs less often
+during thunder's compile phases and the codegen, and every threshold the user set is back
+afterwards."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import torch
 
 import thunder
 
-from metatrace.interpret import collector_pacing
-from metatrace.interpret.collector_pacing import YOUNG_THRESHOLD, enter_phase, leave_phase
+from metatrace import collector
+from metatrace.collector import YOUNG_THRESHOLD, enter_phase, leave_phase
 
 
 @pytest.fixture
@@ -102,7 +103,7 @@ def test_concurrent_phases_restore_what_the_first_found(user_thresholds):
         t.start()
     for t in threads:
         t.join(timeout=10)
-    assert (gc.get_threshold(), collector_pacing._state["phases"]) == (user_thresholds, 0)
+    assert (gc.get_threshold(), collector._state["phases"]) == (user_thresholds, 0)
 
 
 def test_a_training_compile_runs_few_collections(enabled):
@@ -124,3 +125,21 @@ def test_a_training_compile_runs_few_collections(enabled):
     finally:
         gc.callbacks.remove(count)
     assert len(collections) < 50
+
+
+def test_the_codegen_runs_paced_and_puts_the_thresholds_back(user_thresholds, monkeypatch):
+    from metatrace.codegen import generate
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def first_step():  # generate's first call: record the thresholds, then stop it there
+        seen.append(gc.get_threshold())
+        raise Stop
+
+    monkeypatch.setattr(generate, "prim_symbols", first_step)
+    with pytest.raises(Stop):
+        generate.generate()
+    assert (seen, gc.get_threshold()) == ([(YOUNG_THRESHOLD, 11, 12)], user_thresholds)
