@@ -271,3 +271,65 @@ def test_disable_restores_number_proxy_and_the_jit():
         assert NumberProxy.__dict__["__bool__"] is not before["__bool__"]
     assert {n: NumberProxy.__dict__[n] for n in before} == before
     assert (jit_ext.jit_ctx, jit_ext.propagate_constraints, jit_ext.interpret, jit_ext._general_jit_lookaside_map[bool]) == hooks
+
+
+# --- a check that fails on the call that compiled the entry -----------------------------------
+
+
+def test_a_side_effect_on_a_captured_list_is_named(enabled):
+    from metatrace.guards.structure import ChangedWhileTracing
+
+    seen = []
+
+    def fn(x):
+        seen.append(1)
+        return x * len(seen)
+
+    with pytest.raises(ChangedWhileTracing, match=r"seen == \[\].*on the call that compiled this entry"):
+        thunder.jit(fn, cache=SYMBOLIC)(torch.ones(2))
+
+
+def test_recompile_log_names_a_changed_argument_structure(enabled, caplog):
+    def fn(x, items):  # the trace never reads items: only its structure is checked
+        return x * 2
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    jf(torch.ones(2), [1])
+    with caplog.at_level(logging.INFO, logger="metatrace.recompiles"):
+        jf(torch.ones(2), [1, 2])
+    (record,) = caplog.records
+    assert "entry 0: argument structure changed: expected ('list', ('int',)), got ('list', ('int', 'int'))" in \
+        record.getMessage()
+
+
+def test_recompile_log_names_changed_number_types(enabled, caplog):
+    jf = thunder.jit(lambda a, n: a[: a.shape[0] // 2] * n if n > 1 else a, cache=SYMBOLIC)
+    jf(torch.ones(4), 2)
+    with caplog.at_level(logging.INFO, logger="metatrace.recompiles"):
+        jf(torch.ones(4), 2.0)
+    (record,) = caplog.records
+    assert "entry 0: number argument types changed: expected int, got float" in record.getMessage()
+
+
+def test_the_named_error_is_still_a_structure_mismatch_and_a_guard_failure():
+    from metatrace.guards.structure import ChangedWhileTracing, StructureMismatch
+
+    assert issubclass(ChangedWhileTracing, StructureMismatch) and issubclass(ChangedWhileTracing, GuardFailure)
+
+
+def test_a_check_failing_on_a_later_call_raises_the_plain_failure(enabled):
+    from thunder.core.compile_data import compile_data_and_stats
+
+    jf = thunder.jit(lambda a, i: a[:, :, :i], cache=SYMBOLIC)
+    a = torch.randn(8, 16, 4)
+    jf(a, 2)
+    jf(a, 3)  # a hit: the call's stamps are those of a lookup, not of a compile
+    (program_id, *arguments), = [b.args for b in thunder.last_prologue_traces(jf)[-1].bound_symbols
+                                 if b.sym.name == "metatrace_guards"]
+    program = PROGRAMS[program_id]
+    good = [p.value for p in arguments]
+    bad = [-5 if isinstance(p, IntegerProxy) else v for p, v in zip(program.leaves, good)] + good[len(program.leaves):]
+    with compile_data_and_stats(thunder.compile_data(jf), thunder.compile_stats(jf)):
+        with pytest.raises(GuardFailure) as failure:
+            check_guards(program_id, *bad)
+    assert type(failure.value) is GuardFailure

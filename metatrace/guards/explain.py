@@ -125,7 +125,8 @@ def explain(jitted_fn) -> list[EntryGuards]:
 
 
 def record_rejection(program_id: str, text: str) -> None:
-    """Called by a failing guard program: remembers it for the miss report of this call."""
+    """Called by a failing guard program or structure check (``guard failed: T < 8``, ``argument
+    structure changed: ...``): remembers it for the miss report of this call."""
     try:
         _, cs = _compile_data.get()
     except LookupError:
@@ -136,6 +137,10 @@ def record_rejection(program_id: str, text: str) -> None:
             rejections = (cs.calls, {})
             cs._metatrace_rejections = rejections
         rejections[1][program_id] = text
+
+
+# metatrace's prologue operators (metatrace.guards.prologue_op): each failure is recorded with its id
+_CHECKS = ("metatrace_guards", "metatrace_structure")
 
 
 def log_miss() -> None:
@@ -152,9 +157,9 @@ def log_miss() -> None:
     failed = failed if calls == cs.calls else {}
     lines = []
     for i, entry in enumerate(cs.interpreter_cache):
-        program_ids = [b.args[0] for b in entry.prologue_traces[-1].bound_symbols if b.sym.name == "metatrace_guards"]
-        reason = next((failed[p] for p in program_ids if p in failed), None)
-        lines.append(f"  entry {i}: guard failed: {reason}" if reason else
+        check_ids = [b.args[0] for b in entry.prologue_traces[-1].bound_symbols if b.sym.name in _CHECKS]
+        reason = next((failed[p] for p in check_ids if p in failed), None)
+        lines.append(f"  entry {i}: {reason}" if reason else
                      f"  entry {i}: rejected by thunder's own prologue checks (a static value, rank, dtype or device)")
     recompile_logger.info("Recompiling (call %d, %d cache entries):\n%s", cs.calls, len(cs.interpreter_cache), "\n".join(lines))
 

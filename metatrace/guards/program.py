@@ -19,7 +19,7 @@ from metatrace.guards.record import FLOAT_RANGE, Guard, is_leaf
 from metatrace.metas.concretizations import SHOWN_WHY
 from metatrace.guards.registry import PROGRAMS, guard_symbol, new_id
 from metatrace.guards.simplify import python_check, recorded_parts
-from metatrace.guards.structure import add_number_type_constraint, number_types_changed
+from metatrace.guards.structure import add_number_type_constraint, check_failed, number_types_changed
 from metatrace.metas import number_ops
 from metatrace.metas.number_ops import MIRROR, NEGATION
 
@@ -111,7 +111,7 @@ class GuardProgram:
         lines = [f"def guards({', '.join(signature + typed)}):"]
         if typed:
             mismatch = " or ".join(f"type({n}) is not _types[{i}]" for i, n in enumerate(typed))
-            lines += [f"    if {mismatch}:", f"        _types_changed(_types, {', '.join(typed)})"]
+            lines += [f"    if {mismatch}:", f"        _types_changed(_id, _types, {', '.join(typed)})"]
         for i, g in enumerate(guards):
             # a metatrace.guards.simplify.SimpleGuard writes its own Python over the leaves; a
             # guard as recorded is written by the same emitter, over its producer chains
@@ -128,11 +128,8 @@ class GuardProgram:
 
 
 def _fail(program_id: str, text: str) -> None:
-    from metatrace.guards.explain import record_rejection
-
     logger.debug("guard failed: %s", text)
-    record_rejection(program_id, text)
-    raise GuardFailure(f"guard failed: {text}")
+    raise check_failed(f"guard failed: {text}", GuardFailure, program_id)
 
 
 # Guard programs by id (metatrace.guards.registry.PROGRAMS): the prologue's bound symbol carries the id.

@@ -17,10 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from thunder.core.compile_data import using_symbolic_values
+from thunder.core.compile_data import _compile_data, using_symbolic_values
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import Proxy
 
+from metatrace.guards.collect import GuardFailure
+from metatrace.guards.explain import record_rejection
 from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
 
 CONTAINERS = (list, tuple, dict, slice)
@@ -49,6 +51,44 @@ class StructureMismatch(Exception):
     pass
 
 
+class ChangedWhileTracing(StructureMismatch, GuardFailure):
+    """A check of a new entry failed on the very call that compiled it.
+
+    thunder runs an entry's prologue right after compiling it, on the same arguments; anything
+    that raises there reaches the user (on later calls a failing prologue is a cache miss). The
+    usual cause is a Python side effect of the traced function on something the trace read: it
+    happened while thunder traced, and the value is no longer the one the trace saw.
+    """
+
+
+def _compiled_by_this_call() -> bool:
+    """Whether the prologue running now is thunder's check right after a compile: thunder stamps
+    ``last_trace_cache_start`` as a call begins and ``last_trace_cache_stop`` only when no entry
+    matched, before it compiles (thunder/__init__.py, ``get_computation_and_inputs``)."""
+    try:
+        _, cs = _compile_data.get()
+    except LookupError:
+        return False
+    return cs is not None and cs.last_trace_cache_stop >= cs.last_trace_cache_start >= 0
+
+
+def check_failed(text: str, kind: type[Exception], check_id: str | None = None) -> Exception:
+    """The exception for a failing prologue check: ``kind(text)``, or on the call that compiled the
+    entry a :class:`ChangedWhileTracing` that says what that means. ``check_id``: the failing
+    check's id, remembered for the recompile log (``metatrace.guards.explain.log_miss``)."""
+    if check_id is not None:
+        record_rejection(check_id, text)
+    if not _compiled_by_this_call():
+        return kind(text)
+    return ChangedWhileTracing(
+        f"{text}, on the call that compiled this entry. The traced function changed a value its "
+        "trace read: a Python side effect (appending to a list, setting an attribute or a global) "
+        "runs while thunder traces, never on a later call, so no compiled entry reproduces it. Move "
+        "the side effect out of the jitted function. (If the function has none, metatrace recorded "
+        "a wrong check: please report it.)"
+    )
+
+
 # Expected structures by id (metatrace.guards.registry.EXPECTED): the prologue's bound symbol carries the id.
 
 
@@ -59,11 +99,12 @@ class NumberTypes(tuple):
     """Expected types of the number arguments, checked together (``(int, float)``)."""
 
 
-def number_types_changed(expected: tuple, *values: Any) -> None:
+def number_types_changed(check_id: str, expected: tuple, *values: Any) -> None:
     """Raised where the types of the number arguments differ from ``expected`` (the guard program
     checks them first, :class:`metatrace.guards.program.GuardProgram`)."""
     got = ", ".join(type(v).__name__ for v in values)
-    raise StructureMismatch(f"number argument types changed: expected {', '.join(t.__name__ for t in expected)}, got {got}")
+    raise check_failed(f"number argument types changed: expected {', '.join(t.__name__ for t in expected)}, got {got}",
+                       StructureMismatch, check_id)
 
 
 def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
@@ -78,17 +119,19 @@ def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
                     break
             else:
                 return
-        number_types_changed(expected, value, *aliased)
+        number_types_changed(structure_id, expected, value, *aliased)
     if hasattr(expected, "matches"):  # metatrace.guards.value_checks.ExpectedValue
         if not expected.matches(value):
-            raise StructureMismatch(f"value changed: expected {expected.text}")
+            raise check_failed(f"value changed: expected {expected.text}", StructureMismatch, structure_id)
         return
     if expected == ALIAS:
         if value is not aliased[0]:
-            raise StructureMismatch("argument aliasing changed: the trace used one object for both arguments")
+            raise check_failed("argument aliasing changed: the trace used one object for both arguments",
+                               StructureMismatch, structure_id)
         return
     if describe(value) != EXPECTED[structure_id]:
-        raise StructureMismatch(f"argument structure changed: expected {EXPECTED[structure_id]}, got {describe(value)}")
+        raise check_failed(f"argument structure changed: expected {EXPECTED[structure_id]}, got {describe(value)}",
+                           StructureMismatch, structure_id)
 
 
 class StructureConstraint:
