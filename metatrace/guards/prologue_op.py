@@ -53,9 +53,9 @@ def _cheaper_tensor_check(original):
     device_names: dict[torch.device, str] = {}
 
     def check_tensor_metadata(t, shape, device, dtype, requires_grad) -> None:
-        # thunder's conditions, all of them; a tuple
-        # compares its elements with ==, as thunder's element loop does. thunder's loop skips a
-        # NumberProxy in ``shape``; a prologue runs on values, so that case goes to thunder's check.
+        # All of thunder's conditions. A tuple compares its elements with ==, as thunder's element
+        # loop does; thunder's loop skips a NumberProxy in ``shape``, which a prologue running on
+        # values never passes: any other ``shape`` (a list, a Size) goes to thunder's check.
         if (
             isinstance(t, torch.Tensor)
             and type(shape) is tuple
@@ -71,8 +71,8 @@ def _cheaper_tensor_check(original):
 
 
 def _tensor_check_operator(previous):
-    from thunder.executors.pythonex import _check_tensor_shape_and_metadata_impl, ex
     from thunder.core import prims
+    from thunder.executors.pythonex import _check_tensor_shape_and_metadata_impl, ex
 
     # register_operator puts the new symbol in ex.opmap under thunder's name; the row undoes it
     return ex.register_operator(TENSOR_CHECK_NAME, like=prims.check_tensor_shape_and_metadata,
