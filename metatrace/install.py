@@ -20,7 +20,9 @@ from metatrace.codegen import cache
 from metatrace.proxies import clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads
 from metatrace.grad import deferred_guards, rules
 from metatrace.guards import prologue_op
-from metatrace.interpret import collector_pacing, interpreter_costs, jit, lookasides, module_state, python_values
+from metatrace.interpret import (
+    callee_checks, collector_pacing, interpreter_costs, jit, lookasides, module_state, python_values,
+)
 from metatrace.passes import distributed, size_producers
 from metatrace.metas import python_executor, torch_decompositions, torch_metas
 from metatrace.codegen.generate import prim_symbols
@@ -128,6 +130,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         module_state.patches,
         lookasides.patches,
         python_values.patches,
+        callee_checks.patches,
         # symbolic numbers: concretizations become guards, arithmetic keeps producers
         number_methods.patches,
         number_semantics.patches,

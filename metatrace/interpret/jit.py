@@ -81,8 +81,8 @@ def check_defaults(ctx, fn) -> None:
     """thunder binds a function's defaults as constants (its interpreter wraps them with
     ``wrap_const``), so a trace bakes in the defaults it used: the jitted function's
     ``__defaults__`` and ``__kwdefaults__`` are checked by contents (replaced, or a mutable
-    default mutated, misses the entry). Defaults of functions it calls are not (noted in the
-    README's limits)."""
+    default mutated, misses the entry). Functions it calls are checked where they were read from
+    a global or a closure (:mod:`metatrace.interpret.callee_checks`)."""
     import types
 
     from metatrace.guards.value_checks import add_value_check
