@@ -1,5 +1,7 @@
-"""metatrace.interpret.callee_checks: a function the trace inlines, read from a global or a closure
-cell, is checked by identity and by its defaults; every call equals eager."""
+"""metatrace.interpret.callee_checks: a function the trace calls, read from the user's state (a
+global, a closure cell, an attribute of the user's module, class or object), is checked by
+identity, code and defaults; every call equals eager. Functions of installed packages are code and
+get no check (metatrace.interpret.library_code)."""
 
 from __future__ import annotations
 
@@ -104,17 +106,146 @@ def test_a_helper_called_twice_is_checked_once(enabled):
     jf = thunder.jit(fn, cache=SYMBOLIC)
     jf(torch.ones(3))
     (entry,) = metatrace.explain(jf)
-    assert [g.split(" == ")[0] for g in entry.guards if "inlines" in g] == ["helper"]
+    assert [g.split(" == ")[0] for g in entry.guards if "calls" in g] == ["helper"]
 
 
-def test_a_function_from_a_module_of_code_is_not_checked(enabled):
-    helpers = types.ModuleType("helpers")
+def test_a_function_from_an_installed_package_is_not_checked(enabled):
+    def fn(x):
+        return torch.nn.functional.gelu(x) + torch.relu(x)
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    torch.testing.assert_close(jf(torch.ones(3)), fn(torch.ones(3)))
+    (entry,) = metatrace.explain(jf)
+    assert [g for g in entry.guards if "calls" in g or "defaults" in g] == []
+
+
+def test_a_rebound_function_of_a_users_module_misses_the_entry(enabled):
+    helpers = types.ModuleType("my_helpers")  # (a module of the user's: no installed file)
     helpers.scale = scale_by_two
 
     def fn(x):
         return helpers.scale(x)
 
-    jf = thunder.jit(fn, cache=SYMBOLIC)
-    torch.testing.assert_close(jf(torch.ones(3)), fn(torch.ones(3)))
-    (entry,) = metatrace.explain(jf)
-    assert [g for g in entry.guards if "inlines" in g or "defaults" in g] == []
+    def rebind():
+        helpers.scale = scale_by_five
+
+    assert _results_and_misses(fn, [rebind]) == ([True, True], 2)
+
+
+def test_changed_defaults_of_a_users_module_function_miss_the_entry(enabled):
+    helpers = types.ModuleType("my_helpers")
+    helpers.scale = lambda x, factor=2: x * factor
+
+    def fn(x):
+        return helpers.scale(x)
+
+    def change():
+        helpers.scale.__defaults__ = (7,)
+
+    assert _results_and_misses(fn, [change]) == ([True, True], 2)
+
+
+def test_a_function_edited_in_place_misses_the_entry(enabled):
+    # IPython's autoreload edits a function in place: the same object gets the new code
+    def scale(x):
+        return x * 2
+
+    def fn(x):
+        return scale(x)
+
+    def edit():
+        scale.__code__ = (lambda x: x * 9).__code__
+
+    assert _results_and_misses(fn, [edit]) == ([True, True], 2)
+
+
+def test_a_rebound_global_builtin_misses_the_entry(enabled):
+    namespace = {"torch": torch}
+    exec("act = torch.relu\ndef fn(x):\n    return act(x - 2)\n", namespace)
+
+    def rebind():
+        namespace["act"] = torch.neg
+
+    assert _results_and_misses(namespace["fn"], [rebind]) == ([True, True], 2)
+
+
+def test_a_builtin_stored_on_an_object_misses_the_entry_when_replaced(enabled):
+    config = types.SimpleNamespace(act=torch.relu)
+
+    def fn(x):
+        return config.act(x - 2)
+
+    def replace():
+        config.act = torch.neg
+
+    assert _results_and_misses(fn, [replace]) == ([True, True], 2)
+
+
+class Shift:
+    def apply(self, x):
+        return x + 1
+
+
+def test_a_method_replaced_on_its_class_misses_the_entry(enabled):
+    shift = Shift()
+
+    def fn(x):
+        return shift.apply(x)
+
+    def replace():
+        Shift.apply = lambda self, x: x + 7
+
+    saved = Shift.apply
+    try:
+        assert _results_and_misses(fn, [replace]) == ([True, True], 2)
+    finally:
+        Shift.apply = saved
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def activation(self, x):
+        return torch.relu(x)
+
+    def forward(self, x):
+        return self.activation(self.linear(x))
+
+
+def _stack():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(Block(), Block(), Block())
+
+
+def test_a_module_method_replaced_on_its_class_misses_the_entry(enabled):
+    model = _stack()
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(jm(x), model(x))
+    saved = Block.activation
+    try:
+        Block.activation = lambda self, x: torch.tanh(x)
+        torch.testing.assert_close(jm(x), model(x))
+    finally:
+        Block.activation = saved
+    assert thunder.cache_misses(jm) == 2
+
+
+def test_a_method_shared_by_many_modules_is_checked_once_per_class(enabled):
+    model = _stack()
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    jm(torch.randn(2, 4))
+    (entry,) = metatrace.explain(jm)
+    checked = [g.split(" == ")[0].rsplit(".", 1)[-1] for g in entry.guards if g.endswith("(a function the trace calls)")]
+    assert sorted(checked) == ["activation", "forward"]
+
+
+def test_method_checks_keep_one_entry_over_sizes(enabled):
+    model = _stack()
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    for n in (1, 2, 5, 9):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(jm(x), model(x))
+    assert thunder.cache_misses(jm) == 2  # (n = 1 is an entry of its own: broadcasting)

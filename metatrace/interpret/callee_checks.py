@@ -1,94 +1,144 @@
-"""A function the trace inlines is checked where it was read from a global or a closure cell:
-rebinding it (``helper = other``) or changing its defaults (``helper.__defaults__ = (3,)``, a
-mutable default mutated) misses the entry.
+"""Every function the trace calls is checked where it was read from state: rebinding it
+(``helper = other``, ``my_helpers.scale = other``, ``obj.act = torch.neg``, ``MyBlock.forward =
+f``), editing it in place (``helper.__code__ = ...``, as IPython's autoreload does) or changing
+its defaults (``helper.__defaults__ = (3,)``, a mutable default mutated) misses the entry.
 
-thunder's interpreter enters every Python function the traced code calls, so the trace holds the
-function's body and, bound as constants (``wrap_const``), its defaults. Stock thunder's prologue
-checks neither: after a rebinding a reused entry returns the old function's result.
+thunder's interpreter calls what the traced code calls: a Python function is entered (the trace
+holds its body, and its defaults bound as constants by ``wrap_const``), a builtin such as
+``torch.relu`` is replaced by its symbol. Either way the trace bakes in which function it was,
+and stock thunder's prologue checks none of it: after a rebinding, a reused entry returned the
+old function's result.
 
-Where the callee was read from a function's ``__globals__`` or ``__closure__`` (the state a
-user rebinds), the prologue checks it by identity and its ``__defaults__``/``__kwdefaults__`` by
-contents (:func:`metatrace.guards.value_checks.add_value_check`; the jitted function's own
-defaults are :func:`metatrace.interpret.jit.check_defaults`'). One check per global or cell: the
-same helper read by every layer of a model is one entry of one dict. Functions reached through a
-module of code (``torch.nn.functional``), through a class (methods) or through an argument are
-not checked (code, not state; an argument's structure is :mod:`metatrace.guards.structure`'s).
+Every call goes through the interpreter's ``_call_dispatch`` with the callee's provenance. Where
+that is a read from the user's state (a global, a closure cell, an attribute of the user's module,
+class or object, rooted where the prologue can replay it), the prologue checks:
+
+- a function, builtin or ``functools.partial`` stored there by identity;
+- a method (``obj.act``, a new bound method on every read) by its class's attribute
+  (``type(obj).act``), once per class and name;
+- a Python function also by ``__code__`` (identity) and ``__defaults__``/``__kwdefaults__``
+  (contents), where it is the user's.
+
+One check per container and name: the same helper read by every layer of a model is one check.
+Reads through installed packages and the standard library (``torch.nn.functional.gelu``,
+``litgpt.model.apply_rope``, a litgpt block's ``forward``) are code, not state, and are not
+checked (:mod:`metatrace.interpret.library_code`); an argument's structure is
+:mod:`metatrace.guards.structure`'s; a method replaced on one instance only (``block.forward =
+f`` after the compile) is not detected.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 
 import thunder.core.interpreter as interpreter
 import thunder.core.jit_ext as jit_ext
-from thunder.core.interpreter import ProvenanceRecord, PseudoInst
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
 
 from metatrace.guards.value_checks import add_value_check, traced_value
+from metatrace.interpret.library_code import is_library_function, is_library_module, is_library_module_name
 from metatrace.interpret.python_values import (
     _attribute_name,
     _may_register_for_prologue,
     _rooted_in_arguments,
     _rooted_in_prologue,
-    _through_python_module,
+    _through_library_module,
 )
 from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
 
-_WHY = "a function the trace inlines"
+_WHY = "a function the trace calls"
+_CALLABLE_TYPES = (types.FunctionType, types.BuiltinFunctionType, functools.partial, types.MethodType)
 
 
-def _read_from(pr: ProvenanceRecord) -> str | None:
-    """``"globals"`` for ``<fn>.__globals__[name]``, ``"closure"`` for ``<fn>.__closure__[i].cell_contents``."""
-    if pr.inst is PseudoInst.BINARY_SUBSCR and len(pr.inputs) == 2 and _attribute_name(pr.inputs[0]) == "__globals__":
-        return "globals"
-    if pr.inst is PseudoInst.LOAD_ATTR and _attribute_name(pr) == "cell_contents" and len(pr.inputs) == 2:
-        cells = pr.inputs[0]
-        if cells.inputs and _attribute_name(cells.inputs[0]) == "__closure__":
-            return "closure"
-    return None
+def _attr(pr: ProvenanceRecord, name: str) -> ProvenanceRecord:
+    return ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[pr, ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=name)])
 
 
-def check_callee(wrapped_fn) -> None:
+def _is_code(container) -> bool:
+    """A namespace of an installed package or the standard library: a module, its globals (the
+    same dict), the builtins, or one of its classes."""
+    if isinstance(container, types.ModuleType):
+        return is_library_module(container)
+    if isinstance(container, type):
+        return is_library_module_name(container.__module__)
+    if type(container) is dict and "__name__" in container and "__builtins__" in container:
+        return is_library_module_name(container["__name__"])  # a module's globals
+    return type(container) is dict and container.get("__name__") == "builtins"
+
+
+def _reread(container, pr: ProvenanceRecord, name: str):
+    try:
+        return container[name] if pr.inst is PseudoInst.BINARY_SUBSCR else getattr(container, name)
+    except Exception:
+        return NotImplemented
+
+
+def check_call_target(wrapped_fn: WrappedValue) -> None:
     fn = wrapped_fn.value
-    pr = getattr(wrapped_fn, "provenance", None)
-    if not isinstance(fn, types.FunctionType) or pr is None or _read_from(pr) is None:
+    pr = wrapped_fn.provenance
+    if not isinstance(fn, _CALLABLE_TYPES) or pr is None or not _may_register_for_prologue(pr):
         return
-    if (not _may_register_for_prologue(pr) or not _rooted_in_prologue(pr) or _rooted_in_arguments(pr)
-            or _through_python_module(pr)):
+    name = _attribute_name(pr)
+    if name == "__func__" and pr.inputs[0].inst is PseudoInst.LOAD_ATTR:
+        pr = pr.inputs[0]  # ``obj.act(...)``: thunder calls the bound method's function
+        name = _attribute_name(pr)
+    if not isinstance(name, str) or name.startswith("__"):
+        return  # the interpreter's own steps (``__call__``, ``__init__``)
+    if not _rooted_in_prologue(pr) or _rooted_in_arguments(pr) or _through_library_module(pr):
         return
     try:
         ctx = jit_ext.get_jit_ctx()
     except LookupError:
         return
-    # the dict or cell the callee was read from, and the name in it: one check for all paths to it
     container = traced_value(pr.inputs[0], call=getattr(ctx, "_metatrace_call", None),
                              fn=getattr(ctx, "_metatrace_fn", None))
-    if container is NotImplemented:
+    if container is NotImplemented or _is_code(container):
         return
+    current = _reread(container, pr, name)
+    if current is fn:
+        _check_function(ctx, pr, fn, (id(container), name))
+        return
+    # a method: a new bound method on every read (or, after LOAD_METHOD, its plain function)
+    func = getattr(fn, "__func__", fn)
+    if (isinstance(func, types.FunctionType) and getattr(current, "__func__", None) is func
+            and not isinstance(container, type) and not is_library_function(func)):
+        cls = type(container)
+        if inspect.getattr_static(cls, name, None) is func:
+            class_pr = _attr(pr.inputs[0], "__class__")
+            class_pr.ext_flag |= jit_ext.EXT_FLAG_IS_CALLABLE  # (read from the user's module, not thunder's wrapper)
+            _check_function(ctx, _attr(class_pr, name), func, (id(cls), name))
+
+
+def _check_function(ctx, pr: ProvenanceRecord, fn, key: tuple) -> None:
     seen = ctx.__dict__.setdefault("_metatrace_callees", set())
-    key = (id(container), _attribute_name(pr))
     if key in seen:
         return
     seen.add(key)
     add_value_check(ctx, pr, fn, _WHY)
+    if not isinstance(fn, types.FunctionType):
+        return
+    if not is_library_function(fn):
+        add_value_check(ctx, _attr(pr, "__code__"), fn.__code__, "its code, replaced by an in-place edit")
     for attr in ("__defaults__", "__kwdefaults__"):
         value = getattr(fn, attr)
         if value:
-            history = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[pr, ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=attr)])
-            add_value_check(ctx, history, value, "defaults are bound as constants")
+            add_value_check(ctx, _attr(pr, attr), value, "defaults are bound as constants")
 
 
-def _entering(original):
+def _dispatching(original):
     @functools.wraps(original)
-    def _setup_frame_and_run_python_function(compilectx, runtimectx, wrapped_fn, /, *args, **kwargs):
-        if concretizations.COLLECTOR.get() is not None:
-            check_callee(wrapped_fn)
-        return original(compilectx, runtimectx, wrapped_fn, *args, **kwargs)
+    def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
+        if type(fn) is WrappedValue and concretizations.COLLECTOR.get() is not None:
+            check_call_target(fn)
+        return original(compilectx, runtimectx, fn, *args, **kwargs)
 
-    return _setup_frame_and_run_python_function
+    return _call_dispatch
 
 
 def patches() -> list[Patch]:
-    return [attribute(interpreter, "_setup_frame_and_run_python_function", _entering,
-                      "a function read from globals or a closure is checked by identity and defaults", wrap=True)]
+    return [attribute(interpreter, "_call_dispatch", _dispatching,
+                      "a function the trace calls, read from the user's globals, closures, modules, classes or "
+                      "objects, is checked by identity, code and defaults", wrap=True)]

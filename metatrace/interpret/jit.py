@@ -82,7 +82,7 @@ def check_defaults(ctx, fn) -> None:
     ``wrap_const``), so a trace bakes in the defaults it used: the jitted function's
     ``__defaults__`` and ``__kwdefaults__`` are checked by contents (replaced, or a mutable
     default mutated, misses the entry). Functions it calls are checked where they were read from
-    a global or a closure (:mod:`metatrace.interpret.callee_checks`)."""
+    the user's state (:mod:`metatrace.interpret.callee_checks`)."""
     import types
 
     from metatrace.guards.value_checks import add_value_check

@@ -16,8 +16,8 @@ interpreter, so never proxied), ``str(n)`` of a number proxy was ``'i1=2'``, ``t
   see the number itself: its value is baked in with an equality guard (a string has no
   symbolic form). ``type(n)`` is the number's Python type (the prologue checks input number
   types; a derived number's type follows from them).
-- Values the trace reads from the function's globals, closures, defaults and modules that are
-  not numbers or tensors (a dtype, an enum, a list mutated in place, a callable attribute) get
+- Values the trace reads from the function's globals, closures, defaults and the user's modules
+  (installed packages are code: ``metatrace.interpret.library_code``) that are not numbers or tensors (a dtype, an enum, a list mutated in place, a callable attribute) get
   a prologue check of their contents (``metatrace.guards.value_checks``), through thunder's wrap
   callback, which sees every value the interpreter reads.
 """
@@ -44,6 +44,7 @@ from thunder.core.interpreter import (
 )
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
+from metatrace.interpret.library_code import is_library_module
 from metatrace.metas import concretizations
 from metatrace import patching
 from metatrace.patching import SYMBOL_METAS, Patch, attribute
@@ -296,15 +297,16 @@ def _through_module_tensors(pr: ProvenanceRecord) -> bool:
     return False
 
 
-# Marks the provenance of a Python module object (``torch`` read from globals): what is read
-# through it (``torch.int64``) is code, not state, and the prologue cannot unpack modules.
-_EXT_FLAG_PYTHON_MODULE = 1 << 24
+# Marks the provenance of an installed package's or the standard library's module object
+# (``torch`` read from globals): what is read through it (``torch.int64``) is code, not state
+# (:mod:`metatrace.interpret.library_code`); through the user's own modules it is state.
+_EXT_FLAG_LIBRARY_MODULE = 1 << 24
 
 
-def _through_python_module(pr: ProvenanceRecord) -> bool:
+def _through_library_module(pr: ProvenanceRecord) -> bool:
     while pr.inputs and pr.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR):
         pr = pr.inputs[0]
-        if pr.ext_flag & _EXT_FLAG_PYTHON_MODULE:
+        if pr.ext_flag & _EXT_FLAG_LIBRARY_MODULE:
             return True
     return False
 
@@ -387,7 +389,7 @@ def needs_value_check(value: WrappedValue) -> bool:
         _rooted_in_prologue(pr)
         and not _rooted_in_arguments(pr)
         and not _through_module_tensors(pr)
-        and not _through_python_module(pr)
+        and not _through_library_module(pr)
     )
 
 
@@ -413,7 +415,8 @@ def _wrap_callback(original):
     def wrap_callback(value: WrappedValue):
         res = original(value)
         if isinstance(value.value, types.ModuleType):
-            value.provenance.ext_flag |= _EXT_FLAG_PYTHON_MODULE
+            if is_library_module(value.value):
+                value.provenance.ext_flag |= _EXT_FLAG_LIBRARY_MODULE
             return res
         if concretizations.COLLECTOR.get() is not None and needs_value_check(value):
             try:
