@@ -5,7 +5,8 @@ A program is an ``nn.Module`` whose ``forward(self, x, n, r, b, l)`` returns a t
 one from each family of templates (``FAMILIES``) over the kinds of Python values a trace can
 depend on: tensor sizes, ints, floats (NaN and signed zeros included), bools, lists, module attributes
 (``self.flag``, ``self.training``, ``self.scale``), globals (a list mutated in place, a dtype
-rebound) and closures; with branches, slices, reshapes, factories, builtins over containers,
+rebound) and closures, and the functions it calls (a global, a user module's attribute, a
+method, an object's attribute, edited in place); with branches, slices, reshapes, factories, builtins over containers,
 numbers seen as strings and types, and gradients. A call sequence repeats inputs, crosses
 branches, uses sizes 0 and 1, and changes module and global state between calls.
 
@@ -17,6 +18,7 @@ It is used by ``tests/test_fuzz.py`` (a fixed-seed slice, and named regressions)
 from __future__ import annotations
 
 import math
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +26,7 @@ import torch
 from hypothesis import strategies as st
 
 # ---------------------------------------------------------------------------------------------
-# Templates: each a Python expression over x, n, r, b, l, self, G, DT, CL
+# Templates: each a Python expression over x, n, r, b, l, self, G, DT, CL, ACT, H, help2
 # ---------------------------------------------------------------------------------------------
 
 # integer-valued expressions (possibly negative: slicing clamps, factories may raise in both)
@@ -70,6 +72,9 @@ FAMILIES = {
         "x.to(DT) * 1", "x[:max(G)] * 1", "x[:len(G)] * 1", "x * G[0]", "x[:sum(CL)] * 1", "(x if self.flag else -x)",
         "(x * 2 if self.training else x)",
     ),
+    "callables": (
+        "ACT(x - 2)", "H.scale(x)", "self.helper(x)", "self.act(x - 2)", "help2(x)", "help2(x[:{i}])",
+    ),
     "containers": (
         "x[:max(l)] * 1", "x[:min(l)] * 1", "sum(l)", "sorted(l)", "(x * 2 if all(v > 0 for v in l) else x)",
         "(x * 2 if 3 in l else x)", "max(l, key=lambda v: -v)",
@@ -83,9 +88,27 @@ class Program:
 
     def source(self) -> str:
         lines = [
+            "def help2(v, c=2):",
+            "    return v * c",
+            "",
+            "def _help_a(v, c=2):",
+            "    return v * c",
+            "",
+            "def _help_b(v, c=2):",
+            "    return v - c",
+            "",
+            "def _plus_one(self, v):",
+            "    return v + 1",
+            "",
+            "def _plus_two(self, v):",
+            "    return v + 2",
+            "",
             "class Fuzzed(torch.nn.Module):",
+            "    helper = _plus_one",
+            "",
             "    def __init__(self):",
             "        super().__init__()",
+            "        self.act = torch.relu",
             "        self.flag = True",
             "        self.k = 2",
             "        self.scale = 0.5",
@@ -116,7 +139,8 @@ class Outcome:
     differences: list[str] = field(default_factory=list)
 
 
-MUTATIONS = ("flag", "eval", "train", "G.append", "G[0]", "DT", "CL.append", "k", "scale", "mode")
+MUTATIONS = ("flag", "eval", "train", "G.append", "G[0]", "DT", "CL.append", "k", "scale", "mode",
+             "ACT", "H.scale", "method", "self.act", "defaults", "code")
 FLOATS = (0.2, 0.5, 0.7, 2.5, -1.5, 0.0, -0.0, float("nan"), 3.0)
 
 
@@ -170,7 +194,29 @@ def calls(draw) -> list[Call]:
 
 
 def _fresh_namespace() -> dict[str, Any]:
-    return {"torch": torch, "math": math, "G": [1, 2], "DT": torch.float32, "CL": [1]}
+    helpers = types.ModuleType("fuzz_helpers")  # a module of the user's (no installed file)
+    helpers.double, helpers.triple = (lambda v: v * 2), (lambda v: v * 3)
+    helpers.scale = helpers.double
+    return {"torch": torch, "math": math, "G": [1, 2], "DT": torch.float32, "CL": [1], "ACT": torch.relu, "H": helpers}
+
+
+def _toggle(current, a, b):
+    return b if current is a else a
+
+
+def _mutate_callables(ns: dict, module: torch.nn.Module, mutation: str) -> None:
+    if mutation == "ACT":
+        ns["ACT"] = _toggle(ns["ACT"], torch.relu, torch.neg)
+    elif mutation == "H.scale":
+        ns["H"].scale = _toggle(ns["H"].scale, ns["H"].double, ns["H"].triple)
+    elif mutation == "method":
+        type(module).helper = _toggle(type(module).__dict__["helper"], ns["_plus_one"], ns["_plus_two"])
+    elif mutation == "self.act":
+        module.act = _toggle(module.act, torch.relu, torch.neg)
+    elif mutation == "defaults":
+        ns["help2"].__defaults__ = (5,) if ns["help2"].__defaults__ == (2,) else (2,)
+    elif mutation == "code":
+        ns["help2"].__code__ = _toggle(ns["help2"].__code__, ns["_help_b"].__code__, ns["_help_a"].__code__)
 
 
 def _mutate(ns: dict, module: torch.nn.Module, mutation: str | None) -> None:
@@ -196,6 +242,8 @@ def _mutate(ns: dict, module: torch.nn.Module, mutation: str | None) -> None:
         module.scale = -module.scale
     elif mutation == "mode":
         module.mode = "b" if module.mode == "a" else "a"
+    else:
+        _mutate_callables(ns, module, mutation)
 
 
 def _same(a: Any, b: Any) -> bool:

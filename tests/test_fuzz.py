@@ -65,3 +65,31 @@ def test_fuzzer_reports_a_wrong_result_as_a_difference(enabled_module):
     finally:
         fuzz_programs._mutate, fuzz_programs._fresh_namespace = original, fresh
     assert len(outcome.differences) == 1
+
+
+# Each way of changing a function the trace calls (fuzz_programs.MUTATIONS' callables), on the
+# term that calls it: a stale entry returned the old function's result.
+CALLABLE_MUTATIONS = [("ACT(x - 2)", "ACT"), ("H.scale(x)", "H.scale"), ("self.helper(x)", "method"),
+                      ("self.act(x - 2)", "self.act"), ("help2(x)", "defaults"), ("help2(x)", "code")]
+
+
+@pytest.mark.parametrize("term, mutation", CALLABLE_MUTATIONS, ids=[m for _, m in CALLABLE_MUTATIONS])
+def test_a_changed_callable_gives_eagers_result(enabled_module, term, mutation):
+    sequence = [Call(4, 1, 0.5, True, [1]), Call(4, 1, 0.5, True, [1], mutation=mutation),
+                Call(4, 1, 0.5, True, [1], mutation=mutation)]
+    outcome = _check([term], sequence, requires_grad=True)
+    assert outcome.differences == []
+
+
+@pytest.mark.parametrize("term, mutation", CALLABLE_MUTATIONS, ids=[m for _, m in CALLABLE_MUTATIONS])
+def test_the_callable_terms_differ_after_their_mutation(term, mutation):
+    """The mutations change results (else the test above could not fail): eager before and after."""
+    import fuzz_programs
+
+    ns = fuzz_programs._fresh_namespace()
+    exec(compile(Program([term], False).source(), "<fuzzed program>", "exec"), ns)
+    module = ns["Fuzzed"]()
+    args = fuzz_programs._inputs(Call(4, 1, 0.5, True, [1]), False)
+    before = module(*args)
+    fuzz_programs._mutate(ns, module, mutation)
+    assert not fuzz_programs._same(before, module(*args))
