@@ -6,7 +6,7 @@ one from each family of templates (``FAMILIES``) over the kinds of Python values
 depend on: tensor sizes, ints, floats (NaN and signed zeros included), bools, lists, module attributes
 (``self.flag``, ``self.training``, ``self.scale``), globals (a list mutated in place, a dtype
 rebound) and closures, and the functions it calls (a global, a user module's attribute, a
-method, an object's attribute, edited in place); with branches, slices, reshapes, factories, builtins over containers,
+method, a property, an object's attribute, edited in place); with branches, slices, reshapes, factories, builtins over containers,
 numbers seen as strings and types, and gradients. A call sequence repeats inputs, crosses
 branches, uses sizes 0 and 1, and changes module and global state between calls.
 
@@ -74,6 +74,7 @@ FAMILIES = {
     ),
     "callables": (
         "ACT(x - 2)", "H.scale(x)", "self.helper(x)", "self.act(x - 2)", "help2(x)", "help2(x[:{i}])",
+        "x[:self.half] * 1", "x * self.half",
     ),
     "containers": (
         "x[:max(l)] * 1", "x[:min(l)] * 1", "sum(l)", "sorted(l)", "(x * 2 if all(v > 0 for v in l) else x)",
@@ -103,8 +104,15 @@ class Program:
             "def _plus_two(self, v):",
             "    return v + 2",
             "",
+            "def _half_a(self):",
+            "    return self.k // 2",
+            "",
+            "def _half_b(self):",
+            "    return self.k + 1",
+            "",
             "class Fuzzed(torch.nn.Module):",
             "    helper = _plus_one",
+            "    half = property(_half_a)",
             "",
             "    def __init__(self):",
             "        super().__init__()",
@@ -140,7 +148,7 @@ class Outcome:
 
 
 MUTATIONS = ("flag", "eval", "train", "G.append", "G[0]", "DT", "CL.append", "k", "scale", "mode",
-             "ACT", "H.scale", "method", "self.act", "defaults", "code")
+             "ACT", "H.scale", "method", "self.act", "defaults", "code", "property")
 FLOATS = (0.2, 0.5, 0.7, 2.5, -1.5, 0.0, -0.0, float("nan"), 3.0)
 
 
@@ -215,6 +223,9 @@ def _mutate_callables(ns: dict, module: torch.nn.Module, mutation: str) -> None:
         module.act = _toggle(module.act, torch.relu, torch.neg)
     elif mutation == "defaults":
         ns["help2"].__defaults__ = (5,) if ns["help2"].__defaults__ == (2,) else (2,)
+    elif mutation == "property":
+        getter = type(module).__dict__["half"].fget
+        type(module).half = property(_toggle(getter, ns["_half_a"], ns["_half_b"]))
     elif mutation == "code":
         ns["help2"].__code__ = _toggle(ns["help2"].__code__, ns["_help_b"].__code__, ns["_help_a"].__code__)
 

@@ -249,3 +249,56 @@ def test_method_checks_keep_one_entry_over_sizes(enabled):
         x = torch.randn(n, 4)
         torch.testing.assert_close(jm(x), model(x))
     assert thunder.cache_misses(jm) == 2  # (n = 1 is an entry of its own: broadcasting)
+
+
+class Heads(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dim, self.heads = 8, 2
+
+    @property
+    def head_dim(self):
+        return self.dim // self.heads
+
+    def forward(self, x):
+        return x.reshape(x.shape[0], -1, self.head_dim).sum(-1)
+
+
+def test_a_property_keeps_one_entry_over_sizes(enabled):
+    model = Heads()
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    for n in (2, 3, 7):
+        x = torch.randn(n, 8)
+        torch.testing.assert_close(jm(x), model(x))
+    assert thunder.cache_misses(jm) == 1
+
+
+def test_a_property_replaced_on_its_class_misses_the_entry(enabled):
+    # the getter's result was symbolic (self.dim // self.heads): the prologue read self.dim and
+    # self.heads, which did not change, and the old entry was reused with the old getter's formula
+    model = Heads()
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    x = torch.randn(2, 8)
+    torch.testing.assert_close(jm(x), model(x))
+    saved = Heads.head_dim
+    try:
+        Heads.head_dim = property(lambda self: self.dim // 2 // self.heads)
+        torch.testing.assert_close(jm(x), model(x))
+    finally:
+        Heads.head_dim = saved
+    assert thunder.cache_misses(jm) == 2
+
+
+def test_a_property_getter_edited_in_place_misses_the_entry(enabled):
+    model = Heads()
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    x = torch.randn(2, 8)
+    torch.testing.assert_close(jm(x), model(x))
+    getter = Heads.head_dim.fget
+    saved = getter.__code__
+    try:
+        getter.__code__ = (lambda self: self.dim // 4).__code__
+        torch.testing.assert_close(jm(x), model(x))
+    finally:
+        getter.__code__ = saved
+    assert thunder.cache_misses(jm) == 2

@@ -112,12 +112,12 @@ def check_call_target(wrapped_fn: WrappedValue) -> None:
             _check_function(ctx, _attr(class_pr, name), func, (id(cls), name))
 
 
-def _check_function(ctx, pr: ProvenanceRecord, fn, key: tuple) -> None:
+def _check_function(ctx, pr: ProvenanceRecord, fn, key: tuple, why: str = _WHY) -> None:
     seen = ctx.__dict__.setdefault("_metatrace_callees", set())
     if key in seen:
         return
     seen.add(key)
-    add_value_check(ctx, pr, fn, _WHY)
+    add_value_check(ctx, pr, fn, why)
     if not isinstance(fn, types.FunctionType):
         return
     if not is_library_function(fn):
@@ -126,6 +126,41 @@ def _check_function(ctx, pr: ProvenanceRecord, fn, key: tuple) -> None:
         value = getattr(fn, attr)
         if value:
             add_value_check(ctx, _attr(pr, attr), value, "defaults are bound as constants")
+
+
+def check_property(obj: WrappedValue, name: str) -> None:
+    """``obj.attr`` where ``attr`` is a property of the user's class: thunder runs its getter with
+    no provenance (the trace holds what the getter read, e.g. ``obj._x``), so the property itself
+    is checked on the class, and its getter's code."""
+    pr = obj.provenance
+    if pr is None or not isinstance(name, str) or not (pr.inst is PseudoInst.INPUT_FN or _may_register_for_prologue(pr)):
+        return
+    cls = type(obj.value)
+    prop = next((vars(base)[name] for base in cls.__mro__ if name in vars(base)), None)
+    if type(prop) is not property or not isinstance(prop.fget, types.FunctionType) or is_library_function(prop.fget):
+        return
+    if pr.inst is not PseudoInst.INPUT_FN and (not _rooted_in_prologue(pr) or _rooted_in_arguments(pr)
+                                               or _through_library_module(pr)):
+        return
+    try:
+        ctx = jit_ext.get_jit_ctx()
+    except LookupError:
+        return
+    class_pr = _attr(pr, "__class__")
+    class_pr.ext_flag |= jit_ext.EXT_FLAG_IS_CALLABLE
+    _check_function(ctx, _attr(class_pr, name), prop, (id(cls), name), "a property the trace reads")
+    add_value_check(ctx, _attr(_attr(_attr(class_pr, name), "fget"), "__code__"), prop.fget.__code__,
+                    "its code, replaced by an in-place edit")
+
+
+def _getting_attributes(original):
+    @functools.wraps(original)
+    def _object_getattribute_lookaside(obj, name):
+        if type(obj) is WrappedValue and concretizations.COLLECTOR.get() is not None:
+            check_property(obj, name.value if type(name) is WrappedValue else name)
+        return original(obj, name)
+
+    return _object_getattribute_lookaside
 
 
 def _dispatching(original):
@@ -141,4 +176,6 @@ def _dispatching(original):
 def patches() -> list[Patch]:
     return [attribute(interpreter, "_call_dispatch", _dispatching,
                       "a function the trace calls, read from the user's globals, closures, modules, classes or "
-                      "objects, is checked by identity, code and defaults", wrap=True)]
+                      "objects, is checked by identity, code and defaults", wrap=True),
+            attribute(interpreter, "_object_getattribute_lookaside", _getting_attributes,
+                      "a property of the user's class that the trace reads is checked on the class", wrap=True)]
