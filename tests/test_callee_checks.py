@@ -5,6 +5,7 @@ get no check (metatrace.interpret.library_code)."""
 
 from __future__ import annotations
 
+import os
 import types
 
 import torch
@@ -302,3 +303,30 @@ def test_a_property_getter_edited_in_place_misses_the_entry(enabled):
     finally:
         getter.__code__ = saved
     assert thunder.cache_misses(jm) == 2
+
+
+def _reads_a_flag(x):
+    return x + 1 if os.environ.get("METATRACE_TEST_FLAG") == "1" else x - 1
+
+
+def test_a_changed_environment_variable_misses_the_entry(enabled, monkeypatch):
+    monkeypatch.setenv("METATRACE_TEST_FLAG", "1")
+    assert _results_and_misses(_reads_a_flag, [lambda: monkeypatch.setenv("METATRACE_TEST_FLAG", "0")]) == ([True, True], 2)
+
+
+def test_an_environment_variable_set_after_the_compile_misses_the_entry(enabled, monkeypatch):
+    monkeypatch.delenv("METATRACE_TEST_FLAG", raising=False)
+
+    def fn(x):
+        return x * 2 if "METATRACE_TEST_FLAG" in os.environ else x * 3
+
+    assert _results_and_misses(fn, [lambda: monkeypatch.setenv("METATRACE_TEST_FLAG", "")]) == ([True, True], 2)
+
+
+def test_an_unchanged_environment_keeps_one_entry_over_sizes(enabled, monkeypatch):
+    monkeypatch.setenv("METATRACE_TEST_FLAG", "1")
+    jf = thunder.jit(_reads_a_flag, cache=SYMBOLIC)
+    for n in (2, 3, 7):
+        x = torch.randn(n)
+        torch.testing.assert_close(jf(x), _reads_a_flag(x))
+    assert thunder.cache_misses(jf) == 1

@@ -19,6 +19,10 @@ class or object, rooted where the prologue can replay it), the prologue checks:
 - a Python function also by ``__code__`` (identity) and ``__defaults__``/``__kwdefaults__``
   (contents), where it is the user's.
 
+Two reads that run code thunder gives no provenance are checked the same way: a property of the
+user's class (on the class, with its getter's ``__code__``), and the environment
+(``os.environ.get(k)``, checked whole by contents).
+
 One check per container and name: the same helper read by every layer of a model is one check.
 Reads through installed packages and the standard library (``torch.nn.functional.gelu``,
 ``litgpt.model.apply_rope``, a litgpt block's ``forward``) are code, not state, and are not
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import types
 
 import thunder.core.interpreter as interpreter
@@ -50,6 +55,7 @@ from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
 
 _WHY = "a function the trace calls"
+_ENVIRON_GETITEM = os._Environ.__getitem__
 _CALLABLE_TYPES = (types.FunctionType, types.BuiltinFunctionType, functools.partial, types.MethodType)
 
 
@@ -163,11 +169,28 @@ def _getting_attributes(original):
     return _object_getattribute_lookaside
 
 
+def check_environment_read(environ) -> None:
+    """``os.environ[k]``, ``.get(k)``, ``k in os.environ``, ``os.getenv(k)`` all read through
+    ``_Environ.__getitem__`` with a computed key (bytes) that the prologue cannot replay, and the
+    trace bakes in what it read. The environment is checked whole, by contents (one operation;
+    any change of it misses the entry: slower, never stale)."""
+    pr = getattr(environ, "provenance", None)
+    if pr is None or not _rooted_in_prologue(pr) or _rooted_in_arguments(pr):
+        return
+    try:
+        ctx = jit_ext.get_jit_ctx()
+    except LookupError:
+        return
+    add_value_check(ctx, _attr(pr, "_data"), environ.value._data, "the environment the trace reads")
+
+
 def _dispatching(original):
     @functools.wraps(original)
     def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
         if type(fn) is WrappedValue and concretizations.COLLECTOR.get() is not None:
             check_call_target(fn)
+            if fn.value is _ENVIRON_GETITEM and args:
+                check_environment_read(args[0])
         return original(compilectx, runtimectx, fn, *args, **kwargs)
 
     return _call_dispatch
