@@ -330,3 +330,73 @@ def test_an_unchanged_environment_keeps_one_entry_over_sizes(enabled, monkeypatc
         x = torch.randn(n)
         torch.testing.assert_close(jf(x), _reads_a_flag(x))
     assert thunder.cache_misses(jf) == 1
+
+
+class Factory:
+    factor = 2
+
+    @classmethod
+    def make(cls, x):
+        return x * cls.factor
+
+
+def test_a_classmethod_replaced_on_its_class_misses_the_entry(enabled):
+    def fn(x):
+        return Factory.make(x)
+
+    saved = Factory.__dict__["make"]
+    try:
+        assert _results_and_misses(fn, [lambda: setattr(Factory, "make", classmethod(lambda cls, x: x + 9))]) \
+            == ([True, True], 2)
+    finally:
+        Factory.make = saved
+
+
+class ScaleBy:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, x):
+        return x * self.k
+
+
+class AddBy(ScaleBy):
+    def __call__(self, x):
+        return x + self.k
+
+
+def test_a_called_object_rebound_to_another_class_misses_the_entry(enabled):
+    # the state the trace reads (norm.k == 2) is the same on both objects: only the class differs
+    holder = types.SimpleNamespace(norm=ScaleBy(2))
+
+    def fn(x):
+        return holder.norm(x)
+
+    assert _results_and_misses(fn, [lambda: setattr(holder, "norm", AddBy(2))]) == ([True, True], 2)
+
+
+def test_a_called_objects_call_replaced_on_its_class_misses_the_entry(enabled):
+    norm = ScaleBy(2)
+
+    def fn(x):
+        return norm(x)
+
+    saved = ScaleBy.__call__
+    try:
+        assert _results_and_misses(fn, [lambda: setattr(ScaleBy, "__call__", lambda self, x: x - self.k)]) \
+            == ([True, True], 2)
+    finally:
+        ScaleBy.__call__ = saved
+
+
+def test_a_called_object_keeps_one_entry_over_sizes(enabled):
+    norm = ScaleBy(2)
+
+    def fn(x):
+        return norm(x)
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for n in (2, 3, 7):
+        x = torch.randn(n)
+        torch.testing.assert_close(jf(x), fn(x))
+    assert thunder.cache_misses(jf) == 1

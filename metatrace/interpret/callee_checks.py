@@ -15,7 +15,10 @@ class or object, rooted where the prologue can replay it), the prologue checks:
 
 - a function, builtin or ``functools.partial`` stored there by identity;
 - a method (``obj.act``, a new bound method on every read) by its class's attribute
-  (``type(obj).act``), once per class and name;
+  (``type(obj).act``), once per class and name; a classmethod read from its class by its
+  function (``Cls.make.__func__``);
+- an object of the user's class that is called (``NORM = ScaleBy(2)``, rebound to an object of
+  another class whose state reads the same) by identity, and its class's ``__call__``;
 - a Python function also by ``__code__`` (identity) and ``__defaults__``/``__kwdefaults__``
   (contents), where it is the user's.
 
@@ -39,6 +42,7 @@ import os
 import types
 
 import thunder.core.interpreter as interpreter
+import torch
 import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
 
@@ -82,40 +86,64 @@ def _reread(container, pr: ProvenanceRecord, name: str):
         return NotImplemented
 
 
-def check_call_target(wrapped_fn: WrappedValue) -> None:
-    fn = wrapped_fn.value
+def _read_site(wrapped_fn: WrappedValue):
+    """``(ctx, provenance, name, container)`` of a callee read from the user's state, else None."""
     pr = wrapped_fn.provenance
-    if not isinstance(fn, _CALLABLE_TYPES) or pr is None or not _may_register_for_prologue(pr):
-        return
+    if pr is None or not _may_register_for_prologue(pr):
+        return None
     name = _attribute_name(pr)
     if name == "__func__" and pr.inputs[0].inst is PseudoInst.LOAD_ATTR:
         pr = pr.inputs[0]  # ``obj.act(...)``: thunder calls the bound method's function
         name = _attribute_name(pr)
     if not isinstance(name, str) or name.startswith("__"):
-        return  # the interpreter's own steps (``__call__``, ``__init__``)
+        return None  # the interpreter's own steps (``__call__``, ``__init__``)
     if not _rooted_in_prologue(pr) or _rooted_in_arguments(pr) or _through_library_module(pr):
-        return
+        return None
     try:
         ctx = jit_ext.get_jit_ctx()
     except LookupError:
-        return
+        return None
     container = traced_value(pr.inputs[0], call=getattr(ctx, "_metatrace_call", None),
                              fn=getattr(ctx, "_metatrace_fn", None))
     if container is NotImplemented or _is_code(container):
+        return None
+    return ctx, pr, name, container
+
+
+def _class_attribute(pr: ProvenanceRecord, name: str) -> ProvenanceRecord:
+    """``type(obj).name`` for ``obj`` read through ``pr``."""
+    class_pr = _attr(pr, "__class__")
+    class_pr.ext_flag |= jit_ext.EXT_FLAG_IS_CALLABLE  # (the user's module, not thunder's ThunderModule)
+    return _attr(class_pr, name)
+
+
+def check_call_target(wrapped_fn: WrappedValue) -> None:
+    fn = wrapped_fn.value
+    if isinstance(fn, _CALLABLE_TYPES):
+        pass
+    elif isinstance(fn, (type, torch.nn.Module)) or is_library_module_name(type(fn).__module__):
+        return  # classes, modules (module_state checks their state), library objects: code
+    site = _read_site(wrapped_fn)
+    if site is None:
         return
+    ctx, pr, name, container = site
     current = _reread(container, pr, name)
     if current is fn:
         _check_function(ctx, pr, fn, (id(container), name))
+        if not isinstance(fn, _CALLABLE_TYPES):  # an object of the user's class: its ``__call__``
+            call = inspect.getattr_static(type(fn), "__call__", None)
+            if isinstance(call, types.FunctionType):
+                _check_function(ctx, _class_attribute(pr, "__call__"), call, (id(type(fn)), "__call__"))
         return
     # a method: a new bound method on every read (or, after LOAD_METHOD, its plain function)
     func = getattr(fn, "__func__", fn)
-    if (isinstance(func, types.FunctionType) and getattr(current, "__func__", None) is func
-            and not isinstance(container, type) and not is_library_function(func)):
-        cls = type(container)
-        if inspect.getattr_static(cls, name, None) is func:
-            class_pr = _attr(pr.inputs[0], "__class__")
-            class_pr.ext_flag |= jit_ext.EXT_FLAG_IS_CALLABLE  # (read from the user's module, not thunder's wrapper)
-            _check_function(ctx, _attr(class_pr, name), func, (id(cls), name))
+    if (not isinstance(func, types.FunctionType) or getattr(current, "__func__", None) is not func
+            or is_library_function(func)):
+        return
+    if isinstance(container, type):  # a classmethod read from its class: ``Cls.make.__func__``
+        _check_function(ctx, _attr(pr, "__func__"), func, (id(container), name))
+    elif inspect.getattr_static(type(container), name, None) is func:
+        _check_function(ctx, _class_attribute(pr.inputs[0], name), func, (id(type(container)), name))
 
 
 def _check_function(ctx, pr: ProvenanceRecord, fn, key: tuple, why: str = _WHY) -> None:
@@ -152,10 +180,9 @@ def check_property(obj: WrappedValue, name: str) -> None:
         ctx = jit_ext.get_jit_ctx()
     except LookupError:
         return
-    class_pr = _attr(pr, "__class__")
-    class_pr.ext_flag |= jit_ext.EXT_FLAG_IS_CALLABLE
-    _check_function(ctx, _attr(class_pr, name), prop, (id(cls), name), "a property the trace reads")
-    add_value_check(ctx, _attr(_attr(_attr(class_pr, name), "fget"), "__code__"), prop.fget.__code__,
+    prop_pr = _class_attribute(pr, name)
+    _check_function(ctx, prop_pr, prop, (id(cls), name), "a property the trace reads")
+    add_value_check(ctx, _attr(_attr(prop_pr, "fget"), "__code__"), prop.fget.__code__,
                     "its code, replaced by an in-place edit")
 
 
