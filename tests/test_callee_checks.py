@@ -220,18 +220,23 @@ def _stack():
     return torch.nn.Sequential(Block(), Block(), Block())
 
 
-def test_a_module_method_replaced_on_its_class_misses_the_entry(enabled):
-    model = _stack()
+def _module_misses(model, x, change, undo) -> int:
+    """The jitted ``model`` called before and after ``change`` (undone afterwards), each call
+    equal to eager; its cache misses."""
     jm = thunder.jit(model, cache=SYMBOLIC)
-    x = torch.randn(2, 4)
     torch.testing.assert_close(jm(x), model(x))
-    saved = Block.activation
     try:
-        Block.activation = lambda self, x: torch.tanh(x)
+        change()
         torch.testing.assert_close(jm(x), model(x))
     finally:
-        Block.activation = saved
-    assert thunder.cache_misses(jm) == 2
+        undo()
+    return thunder.cache_misses(jm)
+
+
+def test_a_module_method_replaced_on_its_class_misses_the_entry(enabled):
+    saved = Block.activation
+    change = lambda: setattr(Block, "activation", lambda self, x: torch.tanh(x))  # noqa: E731
+    assert _module_misses(_stack(), torch.randn(2, 4), change, lambda: setattr(Block, "activation", saved)) == 2
 
 
 def test_a_method_shared_by_many_modules_is_checked_once_per_class(enabled):
@@ -277,32 +282,16 @@ def test_a_property_keeps_one_entry_over_sizes(enabled):
 def test_a_property_replaced_on_its_class_misses_the_entry(enabled):
     # the getter's result was symbolic (self.dim // self.heads): the prologue read self.dim and
     # self.heads, which did not change, and the old entry was reused with the old getter's formula
-    model = Heads()
-    jm = thunder.jit(model, cache=SYMBOLIC)
-    x = torch.randn(2, 8)
-    torch.testing.assert_close(jm(x), model(x))
     saved = Heads.head_dim
-    try:
-        Heads.head_dim = property(lambda self: self.dim // 2 // self.heads)
-        torch.testing.assert_close(jm(x), model(x))
-    finally:
-        Heads.head_dim = saved
-    assert thunder.cache_misses(jm) == 2
+    change = lambda: setattr(Heads, "head_dim", property(lambda self: self.dim // 2 // self.heads))  # noqa: E731
+    assert _module_misses(Heads(), torch.randn(2, 8), change, lambda: setattr(Heads, "head_dim", saved)) == 2
 
 
 def test_a_property_getter_edited_in_place_misses_the_entry(enabled):
-    model = Heads()
-    jm = thunder.jit(model, cache=SYMBOLIC)
-    x = torch.randn(2, 8)
-    torch.testing.assert_close(jm(x), model(x))
     getter = Heads.head_dim.fget
     saved = getter.__code__
-    try:
-        getter.__code__ = (lambda self: self.dim // 4).__code__
-        torch.testing.assert_close(jm(x), model(x))
-    finally:
-        getter.__code__ = saved
-    assert thunder.cache_misses(jm) == 2
+    change = lambda: setattr(getter, "__code__", (lambda self: self.dim // 4).__code__)  # noqa: E731
+    assert _module_misses(Heads(), torch.randn(2, 8), change, lambda: setattr(getter, "__code__", saved)) == 2
 
 
 def _reads_a_flag(x):
