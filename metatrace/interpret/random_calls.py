@@ -1,0 +1,97 @@
+"""Python's and NumPy's random numbers in traced code raise a clear error.
+
+thunder's interpreter runs ``random.random()``, ``random.uniform(0, 1)`` or
+``numpy.random.rand()`` once, while it traces, and the trace bakes the number in: every later
+call of the entry reused it (a LayerDrop written with ``random.uniform`` dropped the same layers
+on every step; stock thunder does the same). No prologue check can help, since the number is new
+on every call. So while metatrace compiles under symbolic values, a call of a method of a
+``random.Random`` (the ``random`` module's functions are methods of one) or of a NumPy
+``RandomState``/``Generator`` that the function did not create itself raises
+:class:`RandomCallError` naming the call and the user's line (a generator created and seeded in
+the function draws the same numbers on every call: baking them in is right). torch's random functions (``torch.rand``, ``torch.bernoulli``) are traced as random ops and
+are the way to draw inside a jitted function; a number drawn outside and passed in is a symbolic
+input.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import random
+
+import thunder.core.interpreter as interpreter
+from thunder.core.interpreter import WrappedValue
+
+from metatrace.guards.collect import _interpreted_line
+from metatrace.interpret.python_values import _rooted_in_prologue
+from metatrace.metas import concretizations
+from metatrace.patching import Patch, attribute
+
+
+class RandomCallError(RuntimeError):
+    """A traced function draws a Python or NumPy random number: the trace would bake it in."""
+
+
+def _random_owners() -> tuple[type, ...]:
+    owners: list[type] = [random.Random]
+    try:
+        import numpy as np
+
+        owners += [np.random.RandomState, np.random.Generator]
+    except ImportError:  # (NumPy is optional)
+        pass
+    return tuple(owners)
+
+
+_OWNERS = _random_owners()
+
+
+def _drawn_from_outside(fn: WrappedValue, args) -> tuple[object, str] | None:
+    """``(generator, method name)`` when ``fn`` draws from a generator the trace did not create
+    (a module's or an attribute's, rooted where the prologue reads: a generator created and seeded
+    inside the function draws the same numbers on every call, which the trace may bake in)."""
+    value, holder = fn.value, fn
+    owner = getattr(value, "__self__", None)
+    if not isinstance(owner, _OWNERS) and args and isinstance(args[0], WrappedValue) and isinstance(args[0].value, _OWNERS):
+        # thunder calls a builtin method as its class's function on the instance
+        owner, holder = args[0].value, args[0]
+        if inspect.getattr_static(type(owner), getattr(value, "__name__", ""), None) is not value:
+            return None
+    name = getattr(value, "__name__", "")
+    if not isinstance(owner, _OWNERS) or name.startswith("__"):
+        return None
+    pr = holder.provenance
+    if pr is None or not _rooted_in_prologue(pr):
+        return None
+    return owner, name
+
+
+def check_random_call(fn: WrappedValue, args) -> None:
+    drawn = _drawn_from_outside(fn, args)
+    if drawn is None:
+        return
+    owner, name = drawn
+    where = _interpreted_line()
+    raise RandomCallError(
+        f"{type(owner).__module__.split('.')[0]}.{name}() draws a new number on every call, but thunder runs "
+        f"it once while tracing and the compiled entry would reuse that number on every later call"
+        + (f" (at {where})" if where else "")
+        + ". Draw with torch (torch.rand, torch.bernoulli: traced as random ops), or draw outside the "
+        "jitted function and pass the number in."
+    )
+
+
+def _dispatching(original):
+    @functools.wraps(original)
+    def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
+        if type(fn) is WrappedValue and concretizations.COLLECTOR.get() is not None:
+            check_random_call(fn, args)
+        return original(compilectx, runtimectx, fn, *args, **kwargs)
+
+    return _call_dispatch
+
+
+def patches() -> list[Patch]:
+    return [attribute(interpreter, "_call_dispatch", _dispatching,
+                      "Python's and NumPy's random numbers raise a clear error (the trace would bake one in)",
+                      wrap=True)]
