@@ -118,6 +118,9 @@ def _class_attribute(pr: ProvenanceRecord, name: str) -> ProvenanceRecord:
 
 
 def check_call_target(wrapped_fn: WrappedValue) -> None:
+    pr = wrapped_fn.provenance
+    if pr is None or not _may_register_for_prologue(pr):
+        return  # most calls: functions the interpreter made or read as constants
     fn = wrapped_fn.value
     if isinstance(fn, _CALLABLE_TYPES):
         pass

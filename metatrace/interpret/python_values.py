@@ -24,7 +24,6 @@ interpreter, so never proxied), ``str(n)`` of a number proxy was ``'i1=2'``, ``t
 
 from __future__ import annotations
 
-import dis
 import enum
 import functools
 import math
@@ -400,8 +399,8 @@ def _may_register_for_prologue(pr: ProvenanceRecord) -> bool:
     of the provenance, for the ~250k values a litgpt compile wraps."""
     if not pr.inputs or pr.ext_flag & jit_ext.EXT_FLAG_IS_TENSOR_PROXY:
         return False
-    inst = pr.inst
-    return (inst.opname if isinstance(inst, dis.Instruction) else inst.value) in jit_ext._input_provenance_inst
+    inst = pr.inst  # (``_value_``, not the ``value`` property: a plain attribute read)
+    return (inst._value_ if type(inst) is PseudoInst else inst.opname) in jit_ext._input_provenance_inst
 
 
 def _rooted_in_prologue(pr: ProvenanceRecord) -> bool:

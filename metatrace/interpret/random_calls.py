@@ -52,7 +52,7 @@ def _drawn_from_outside(fn: WrappedValue, args) -> tuple[object, str] | None:
     inside the function draws the same numbers on every call, which the trace may bake in)."""
     value, holder = fn.value, fn
     owner = getattr(value, "__self__", None)
-    if not isinstance(owner, _OWNERS) and args and isinstance(args[0], WrappedValue) and isinstance(args[0].value, _OWNERS):
+    if not isinstance(owner, _OWNERS) and args and type(args[0]) is WrappedValue and isinstance(args[0].value, _OWNERS):
         # thunder calls a builtin method as its class's function on the instance
         owner, holder = args[0].value, args[0]
         if inspect.getattr_static(type(owner), getattr(value, "__name__", ""), None) is not value:
