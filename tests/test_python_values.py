@@ -295,6 +295,26 @@ def test_nan_branch_explains_its_guard(enabled):
     assert "f != f" in metatrace.explain(jf)[0].guards
 
 
+GLOBAL_CONV = torch.nn.Conv2d(2, 3, 3, stride=2)
+
+
+def _uses_global_conv(x):
+    return GLOBAL_CONV(x)
+
+
+def test_numbers_of_a_global_module_are_explained_by_their_source(enabled):
+    # a convolution's stride read from a global module: explain() names it, not as ``i17``
+    _, _, jf = _run(_uses_global_conv, [(torch.randn(1, 2, 8, 8),), (torch.randn(1, 2, 9, 9),)])
+    assert "GLOBAL_CONV.stride[0] >= 1" in metatrace.explain(jf)[0].guards
+
+
+def test_no_guard_of_a_global_module_names_a_bare_symbol(enabled):
+    import re
+
+    _, _, jf = _run(_uses_global_conv, [(torch.randn(1, 2, 8, 8),), (torch.randn(1, 2, 9, 9),)])
+    assert [g for g in metatrace.explain(jf)[0].guards if re.search(r"\bi\d+\b", g)] == []
+
+
 # ---------------------------------------------------------------------------------------------
 # Module and function state that stock thunder also misses
 # ---------------------------------------------------------------------------------------------

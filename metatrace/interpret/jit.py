@@ -124,7 +124,8 @@ def input_names(ctx, inputs) -> dict[str, str]:
     parameters = _parameter_names(getattr(ctx, "_metatrace_fn", None))
     for v in inputs:
         p = v.proxy
-        if isinstance(p, NumberProxy) and (text := _history_text(p.history, parameters=parameters)) is not None:
+        if isinstance(p, NumberProxy) and (text := _history_text(p.history, parameters=parameters)
+                                           or _state_text(p.history, getattr(ctx, "_metatrace_fn", None))):
             if p.name not in names or "[" in text or "." in text:
                 # an element of a container argument reads as ``l[0]``, not as the local variable
                 # it was first stored in (thunder names proxies after locals: ``best > item``)
@@ -134,6 +135,17 @@ def input_names(ctx, inputs) -> dict[str, str]:
                 if isinstance(s, NumberProxy):
                     names.setdefault(s.name, f"{names.get(p.name, p.name)}.shape[{d}]")
     return names
+
+
+def _state_text(history, fn) -> str | None:
+    """``conv.stride[0]``, ``self.k``: a number read from the function's globals, closures or
+    module (a convolution's stride), as explain() names the values it checks; None when the
+    path has a step it cannot print."""
+    from metatrace.guards.explain import readable_source
+    from metatrace.guards.value_checks import _closure_names, source_text
+
+    text = _closure_names(readable_source(source_text(history)), fn)
+    return None if "<value>" in text or "?" in text else text
 
 
 def _parameter_names(fn) -> list[str]:
