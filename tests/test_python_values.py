@@ -308,6 +308,17 @@ def test_numbers_of_a_global_module_are_explained_by_their_source(enabled):
     assert "GLOBAL_CONV.stride[0] >= 1" in metatrace.explain(jf)[0].guards
 
 
+def test_parameters_of_a_global_module_are_explained_by_their_source(enabled):
+    _, _, jf = _run(_uses_global_conv, [(torch.randn(1, 2, 8, 8),)])
+    assert "GLOBAL_CONV.weight.shape[0] == 3" in metatrace.explain(jf)[0].guards
+
+
+def test_parameters_of_a_closure_module_are_explained_by_the_variable_name(enabled):
+    conv = torch.nn.Conv2d(2, 3, 3)
+    _, _, jf = _run(lambda x: conv(x), [(torch.randn(1, 2, 8, 8),)])
+    assert "conv.weight.shape[0] == 3" in metatrace.explain(jf)[0].guards
+
+
 def test_no_guard_of_a_global_module_names_a_bare_symbol(enabled):
     import re
 

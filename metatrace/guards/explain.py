@@ -39,7 +39,7 @@ class EntryGuards:
 _MODULE_UNPACKS = {"unpack_attr", "unpack_submodule", "unpack_parameter", "unpack_buffer"}
 
 
-def _module_sources(prologue_trace) -> dict[str, str]:
+def _module_sources(prologue_trace, fn=None) -> dict[str, str]:
     """Proxy name -> where the prologue reads it from the module: ``self.config.n_head``,
     ``self.transformer.h.0.norm_1.eps``, ``self.lm_head.weight`` (thunder names them ``i63``,
     ``f89``, ``t_lm_head_weight``). One walk over the prologue."""
@@ -57,30 +57,41 @@ def _module_sources(prologue_trace) -> dict[str, str]:
             continue
         if len(outs) != 1:
             continue
-        if name in ("unpack_thunder_module", "unpack_function_obj"):
+        if name == "unpack_function_obj":
             sources[outs[0].name] = "self"
+        elif name == "unpack_thunder_module":
+            # the jitted module itself (its function object is ``self``), or a global module the
+            # function calls (``GLOBAL_CONV``, whose parameters are ``GLOBAL_CONV.weight``)
+            module = getattr(bsym.args[0], "name", None) if bsym.args else None
+            sources[outs[0].name] = sources.get(module, "self")
         elif name in _MODULE_UNPACKS and len(bsym.args) >= 2 and isinstance(bsym.args[1], str):
             owner = sources.get(getattr(bsym.args[0], "name", None))
             if owner is not None:
-                sources[outs[0].name] = readable_source(f"{owner}.{bsym.args[1]}")
+                sources[outs[0].name] = readable_source(f"{owner}.{bsym.args[1]}", fn)
         elif name == "unpack_getitem" and len(bsym.args) >= 2 and isinstance(bsym.args[1], (str, int)):
             owner = sources.get(getattr(bsym.args[0], "name", None))
             if owner is not None:  # an element of a module's list, a global: self.sizes[0], G[1]
-                sources[outs[0].name] = readable_source(f"{owner}[{bsym.args[1]!r}]")
+                sources[outs[0].name] = readable_source(f"{owner}[{bsym.args[1]!r}]", fn)
     return sources
 
 
 _GLOBALS = re.compile(r"^self(?:\.forward)?(?:\.__func__)?\.__globals__\['(\w+)'\]")
+# a closure cell as the interpreter's provenance (``closure[0]``) or the prologue (``self.__closure__[0]``)
+_CELL = re.compile(r"^(?:self\.__)?closure(?:__)?\[(\d+)\]\.cell_contents")
 
 
-def readable_source(path: str) -> str:
-    """``self.forward.__func__.__globals__['G'][0]`` -> ``G[0]``: how the user's code reads it."""
-    return _GLOBALS.sub(r"\1", path)
+def readable_source(path: str, fn=None) -> str:
+    """How the user's code reads a value: ``self.forward.__func__.__globals__['G'][0]`` -> ``G[0]``;
+    ``self.__closure__[0].cell_contents.weight`` -> ``conv.weight`` when ``fn`` (the jitted
+    function) names its cells."""
+    path = _GLOBALS.sub(r"\1", path)
+    free = getattr(getattr(fn, "__code__", None), "co_freevars", ())
+    return _CELL.sub(lambda m: free[int(m[1])] if int(m[1]) < len(free) else m[0], path)
 
 
-def _entry_guard_texts(prologue_trace) -> list[str]:
+def _entry_guard_texts(prologue_trace, fn=None) -> list[str]:
     texts = []
-    sources = _module_sources(prologue_trace)
+    sources = _module_sources(prologue_trace, fn)
     for bsym in prologue_trace.bound_symbols:
         name = bsym.sym.name
         if name == "metatrace_guards":
@@ -107,6 +118,12 @@ def _entry_guard_texts(prologue_trace) -> list[str]:
     return [t for t in texts if t in explained and t.endswith(")") or t not in explained]
 
 
+def _jitted_function(jitted_fn):
+    """The user's function (or module) behind ``thunder.jit``: its cells name closure reads."""
+    cd = thunder.compile_data(jitted_fn)
+    return getattr(cd, "fn", None)
+
+
 def explain(jitted_fn) -> list[EntryGuards]:
     """The guards of every cache entry of ``jitted_fn``, oldest entry first (each once: thunder
     and metatrace may both check one value)."""
@@ -114,7 +131,7 @@ def explain(jitted_fn) -> list[EntryGuards]:
     if cs is None:
         raise ValueError("not a thunder.jit function")
     return [
-        EntryGuards(i, list(dict.fromkeys(_entry_guard_texts(entry.prologue_traces[-1]))))
+        EntryGuards(i, list(dict.fromkeys(_entry_guard_texts(entry.prologue_traces[-1], _jitted_function(jitted_fn)))))
         for i, entry in enumerate(cs.interpreter_cache)
     ]
 

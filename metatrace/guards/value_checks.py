@@ -22,7 +22,6 @@ operator); ``metatrace.explain`` prints it as ``<source> == <value>`` with the r
 from __future__ import annotations
 
 import enum
-import re
 import weakref
 from typing import Any
 
@@ -184,22 +183,13 @@ def add_value_check(ctx, provenance: ProvenanceRecord, value: Any, why: str, sou
     value_id = new_id("v")
     from metatrace.guards.explain import readable_source
 
-    source = source or _closure_names(readable_source(source_text(provenance)), getattr(ctx, "_metatrace_fn", None))
+    source = source or readable_source(source_text(provenance), getattr(ctx, "_metatrace_fn", None))
     EXPECTED[value_id] = ExpectedValue(value, f"{source} == {_short_repr(value)} ({why})")
     from thunder.core.trace import tracectx
 
     with tracectx(ctx.computation_trace):
         proxy = Proxy(prefix="value", history=provenance)
     ctx.add_constraint((ValueConstraint(value_id), proxy))
-
-
-_CELL = re.compile(r"^closure\[(\d+)\]\.cell_contents")
-
-
-def _closure_names(source: str, fn: Any) -> str:
-    """``closure[0].cell_contents`` -> ``seen``: a cell of the jitted function by its variable's name."""
-    free = getattr(getattr(fn, "__code__", None), "co_freevars", ())
-    return _CELL.sub(lambda m: free[int(m[1])] if int(m[1]) < len(free) else m[0], source)
 
 
 def _short_repr(value: Any, limit: int = 60) -> str:

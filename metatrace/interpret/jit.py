@@ -142,9 +142,9 @@ def _state_text(history, fn) -> str | None:
     module (a convolution's stride), as explain() names the values it checks; None when the
     path has a step it cannot print."""
     from metatrace.guards.explain import readable_source
-    from metatrace.guards.value_checks import _closure_names, source_text
+    from metatrace.guards.value_checks import source_text
 
-    text = _closure_names(readable_source(source_text(history)), fn)
+    text = readable_source(source_text(history), fn)
     return None if "<value>" in text or "?" in text else text
 
 
