@@ -148,7 +148,7 @@ class Outcome:
 
 
 MUTATIONS = ("flag", "eval", "train", "G.append", "G[0]", "DT", "CL.append", "k", "scale", "mode",
-             "ACT", "H.scale", "method", "self.act", "defaults", "code", "property")
+             "ACT", "H.scale", "method", "self.helper", "self.act", "defaults", "code", "property")
 FLOATS = (0.2, 0.5, 0.7, 2.5, -1.5, 0.0, -0.0, float("nan"), 3.0)
 
 
@@ -219,6 +219,11 @@ def _mutate_callables(ns: dict, module: torch.nn.Module, mutation: str) -> None:
         ns["H"].scale = _toggle(ns["H"].scale, ns["H"].double, ns["H"].triple)
     elif mutation == "method":
         type(module).helper = _toggle(type(module).__dict__["helper"], ns["_plus_one"], ns["_plus_two"])
+    elif mutation == "self.helper":  # the class's method shadowed on the object, or the shadow removed
+        if "helper" in module.__dict__:
+            del module.helper
+        else:
+            module.helper = lambda v: v + 5
     elif mutation == "self.act":
         module.act = _toggle(module.act, torch.relu, torch.neg)
     elif mutation == "defaults":

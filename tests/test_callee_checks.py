@@ -203,6 +203,23 @@ def test_a_method_replaced_on_its_class_misses_the_entry(enabled):
         Shift.apply = saved
 
 
+def test_a_method_replaced_on_its_object_misses_the_entry(enabled):
+    shift = Shift()
+    replace = lambda: setattr(shift, "apply", lambda x: x + 7)  # noqa: E731
+    assert _results_and_misses(lambda x: shift.apply(x), [replace]) == ([True, True], 2)
+
+
+def test_a_bound_method_set_on_its_object_misses_the_entry(enabled):
+    shift = Shift()
+    replace = lambda: setattr(shift, "apply", types.MethodType(lambda self, x: x + 7, shift))  # noqa: E731
+    assert _results_and_misses(lambda x: shift.apply(x), [replace]) == ([True, True], 2)
+
+
+def test_an_unchanged_object_keeps_its_entry(enabled):
+    shift = Shift()
+    assert _results_and_misses(lambda x: shift.apply(x), [lambda: None]) == ([True, True], 1)
+
+
 class Block(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -237,6 +254,18 @@ def test_a_module_method_replaced_on_its_class_misses_the_entry(enabled):
     saved = Block.activation
     change = lambda: setattr(Block, "activation", lambda self, x: torch.tanh(x))  # noqa: E731
     assert _module_misses(_stack(), torch.randn(2, 4), change, lambda: setattr(Block, "activation", saved)) == 2
+
+
+def test_a_module_forward_replaced_on_one_block_misses_the_entry(enabled):
+    model = _stack()
+    change = lambda: setattr(model[1], "forward", lambda x: x * 0)  # noqa: E731
+    assert _module_misses(model, torch.randn(2, 4), change, lambda: delattr(model[1], "forward")) == 2
+
+
+def test_a_module_method_replaced_on_one_block_misses_the_entry(enabled):
+    model = _stack()
+    change = lambda: setattr(model[2], "activation", torch.tanh)  # noqa: E731
+    assert _module_misses(model, torch.randn(2, 4), change, lambda: delattr(model[2], "activation")) == 2
 
 
 def test_a_method_shared_by_many_modules_is_checked_once_per_class(enabled):

@@ -70,6 +70,7 @@ def test_fuzzer_reports_a_wrong_result_as_a_difference(enabled_module):
 # Each way of changing a function the trace calls (fuzz_programs.MUTATIONS' callables), on the
 # term that calls it: a stale entry returned the old function's result.
 CALLABLE_MUTATIONS = [("ACT(x - 2)", "ACT"), ("H.scale(x)", "H.scale"), ("self.helper(x)", "method"),
+                      ("self.helper(x)", "self.helper"),
                       ("self.act(x - 2)", "self.act"), ("help2(x)", "defaults"), ("help2(x)", "code"),
                       ("x * self.half", "property")]
 

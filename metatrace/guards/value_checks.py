@@ -123,6 +123,8 @@ class ExpectedValue:
         try:
             self.expected = snapshot(value)
             self.length = None
+            if type(self.expected[1]) is _IdentityKey:  # a function, an object: compared by identity
+                self.expected = self.expected[1].identity  # without a snapshot per check
         except OverflowError:
             self.expected = _Identity(value)
             self.length = len(value) if hasattr(value, "__len__") else None

@@ -15,7 +15,8 @@ class or object, rooted where the prologue can replay it), the prologue checks:
 
 - a function, builtin or ``functools.partial`` stored there by identity;
 - a method (``obj.act``, a new bound method on every read) by its class's attribute
-  (``type(obj).act``), once per class and name; a classmethod read from its class by its
+  (``type(obj).act``), once per class and name, and on each object by ``obj.act.__func__``
+  (a method replaced on one object: ``block.forward = f``); a classmethod read from its class by its
   function (``Cls.make.__func__``);
 - an object of the user's class that is called (``NORM = ScaleBy(2)``, rebound to an object of
   another class whose state reads the same) by identity, and its class's ``__call__``;
@@ -30,8 +31,7 @@ One check per container and name: the same helper read by every layer of a model
 Reads through installed packages and the standard library (``torch.nn.functional.gelu``,
 ``litgpt.model.apply_rope``, a litgpt block's ``forward``) are code, not state, and are not
 checked (:mod:`metatrace.interpret.library_code`); an argument's structure is
-:mod:`metatrace.guards.structure`'s; a method replaced on one instance only (``block.forward =
-f`` after the compile) is not detected.
+:mod:`metatrace.guards.structure`'s.
 """
 
 from __future__ import annotations
@@ -147,6 +147,19 @@ def check_call_target(wrapped_fn: WrappedValue) -> None:
         _check_function(ctx, _attr(pr, "__func__"), func, (id(container), name))
     elif inspect.getattr_static(type(container), name, None) is func:
         _check_function(ctx, _class_attribute(pr.inputs[0], name), func, (id(type(container)), name))
+        _check_not_shadowed(ctx, pr, func, container, name)
+
+
+def _check_not_shadowed(ctx, pr: ProvenanceRecord, func, obj, name: str) -> None:
+    """``obj.act.__func__ is Cls.act``, once per object and name: an attribute set on the object
+    (``block.forward = f``, ``obj.act = types.MethodType(g, obj)``) shadows the class's method.
+    A plain function there has no ``__func__``: the prologue raises, and thunder takes a raising
+    prologue as a miss."""
+    seen = ctx.__dict__.setdefault("_metatrace_callees", set())
+    key = (id(obj), name, "instance")
+    if key not in seen:
+        seen.add(key)
+        add_value_check(ctx, _attr(pr, "__func__"), func, "a method not replaced on its object")
 
 
 def _check_function(ctx, pr: ProvenanceRecord, fn, key: tuple, why: str = _WHY) -> None:
