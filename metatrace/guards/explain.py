@@ -76,15 +76,18 @@ def _module_sources(prologue_trace, fn=None) -> dict[str, str]:
 
 
 _GLOBALS = re.compile(r"^self(?:\.forward)?(?:\.__func__)?\.__globals__\['(\w+)'\]")
+# a submodule as the interpreter reads it (``self._modules['h']._modules['0']``), as thunder prints it: self.h.0
+_SUBMODULES = re.compile(r"\._modules\['([\w.]+)'\]")
 # a closure cell as the interpreter's provenance (``closure[0]``) or the prologue (``self.__closure__[0]``)
 _CELL = re.compile(r"^(?:self\.__)?closure(?:__)?\[(\d+)\]\.cell_contents")
 
 
 def readable_source(path: str, fn=None) -> str:
-    """How the user's code reads a value: ``self.forward.__func__.__globals__['G'][0]`` -> ``G[0]``;
+    """How the user's code reads a value: ``self.forward.__func__.__globals__['G'][0]`` -> ``G[0]``,
+    ``self._modules['h']._modules['0'].attn`` -> ``self.h.0.attn``;
     ``self.__closure__[0].cell_contents.weight`` -> ``conv.weight`` when ``fn`` (the jitted
     function) names its cells."""
-    path = _GLOBALS.sub(r"\1", path)
+    path = _SUBMODULES.sub(r".\1", _GLOBALS.sub(r"\1", path))
     free = getattr(getattr(fn, "__code__", None), "co_freevars", ())
     return _CELL.sub(lambda m: free[int(m[1])] if int(m[1]) < len(free) else m[0], path)
 

@@ -144,8 +144,8 @@ class ValueConstraint:
     def __init__(self, value_id: str):
         self.value_id = value_id
 
-    def __call__(self, value_proxy):
-        structure_symbol()(self.value_id, value_proxy)
+    def __call__(self, value_proxy, *more_proxies):
+        structure_symbol()(self.value_id, value_proxy, *more_proxies)
 
 
 def source_text(history, depth: int = 0) -> str:

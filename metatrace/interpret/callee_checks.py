@@ -47,6 +47,7 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
 
 from metatrace.guards.value_checks import add_value_check, traced_value
+from metatrace.interpret.module_hooks import check_module_call
 from metatrace.interpret.library_code import is_library_function, is_library_module, is_library_module_name
 from metatrace.interpret.python_values import (
     _attribute_name,
@@ -232,6 +233,8 @@ def _dispatching(original):
     def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
         if type(fn) is WrappedValue and concretizations.COLLECTOR.get() is not None:
             check_call_target(fn)
+            if isinstance(fn.value, torch.nn.Module):
+                check_module_call(fn)
             if fn.value is _ENVIRON_GETITEM and args:
                 check_environment_read(args[0])
         return original(compilectx, runtimectx, fn, *args, **kwargs)

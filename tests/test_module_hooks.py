@@ -1,0 +1,137 @@
+"""metatrace.interpret.module_hooks: a hook registered, removed or replaced after the compile, on
+any module the trace called (or PyTorch's global hooks), misses the entry; every call equals
+eager. Stock thunder reused the entry and never ran the new hook."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.modules.module as torch_module
+
+import thunder
+
+import metatrace
+
+SYMBOLIC = "symbolic values"
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+
+class Stack(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = torch.nn.ModuleList([Block(), Block()])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def _zero_output(module, args, output):
+    return output * 0
+
+
+def _double_input(module, args):
+    return (args[0] * 2,)
+
+
+def _calls_after(change, model=None, x=None) -> tuple[list[bool], int]:
+    """The jitted model called before and after ``change(model)``: (equal to eager each time, misses)."""
+    model = model if model is not None else Stack()
+    x = x if x is not None else torch.randn(3, 4)
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    equal = [torch.allclose(jm(x), model(x))]
+    change(model)
+    equal.append(torch.allclose(jm(x), model(x)))
+    return equal, thunder.cache_misses(jm)
+
+
+def test_a_forward_hook_registered_on_a_submodule_misses_the_entry(enabled):
+    assert _calls_after(lambda m: m.blocks[1].register_forward_hook(_zero_output)) == ([True, True], 2)
+
+
+def test_a_pre_hook_registered_on_a_nested_submodule_misses_the_entry(enabled):
+    assert _calls_after(lambda m: m.blocks[0].linear.register_forward_pre_hook(_double_input)) == ([True, True], 2)
+
+
+def test_a_hook_registered_on_the_jitted_module_misses_the_entry(enabled):
+    assert _calls_after(lambda m: m.register_forward_hook(_zero_output)) == ([True, True], 2)
+
+
+def test_a_hook_removed_after_the_compile_misses_the_entry(enabled):
+    model = Stack()
+    handle = model.blocks[0].register_forward_hook(_zero_output)
+    assert _calls_after(lambda m: handle.remove(), model) == ([True, True], 2)
+
+
+def test_a_global_module_hook_registered_after_the_compile_misses_the_entry(enabled):
+    handles = []
+
+    def register(model):
+        handles.append(torch_module.register_module_forward_pre_hook(
+            lambda mod, args: (args[0] * 2,) if isinstance(mod, torch.nn.Linear) else None))
+
+    try:
+        assert _calls_after(register) == ([True, True], 2)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+GLOBAL_BLOCK = Block()
+
+
+def test_a_hook_on_a_global_module_misses_the_entry(enabled):
+    def fn(x):
+        return GLOBAL_BLOCK(x)
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    x = torch.randn(3, 4)
+    jf(x)
+    handle = GLOBAL_BLOCK.linear.register_forward_hook(_zero_output)
+    try:
+        assert (torch.allclose(jf(x), fn(x)), thunder.cache_misses(jf)) == (True, 2)
+    finally:
+        handle.remove()
+
+
+def test_a_replaced_submodule_with_a_hook_gives_eagers_result(enabled):
+    def replace(model):
+        block = Block()
+        block.register_forward_hook(_zero_output)
+        model.blocks[1] = block
+
+    assert _calls_after(replace)[0] == [True, True]
+
+
+def test_unchanged_hooks_keep_one_entry_over_sizes(enabled):
+    model = Stack()
+    model.blocks[0].register_forward_hook(lambda mod, args, out: out + 1)
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    for n in (2, 3, 5, 8):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(jm(x), model(x))
+    assert thunder.cache_misses(jm) == 1
+
+
+def _hooks_guards() -> list[str]:
+    jm = thunder.jit(Stack(), cache=SYMBOLIC)
+    jm(torch.randn(3, 4))
+    (entry,) = metatrace.explain(jm)
+    return [g for g in entry.guards if g.startswith("hooks unchanged")]
+
+
+def test_the_hooks_of_every_module_are_one_guard(enabled):
+    assert len(_hooks_guards()) == 1
+
+
+def test_the_hooks_guard_names_submodules_as_the_code_reads_them(enabled):
+    assert "self.blocks.0.linear" in _hooks_guards()[0]
