@@ -6,7 +6,8 @@ one from each family of templates (``FAMILIES``) over the kinds of Python values
 depend on: tensor sizes, ints, floats (NaN and signed zeros included), bools, lists, module attributes
 (``self.flag``, ``self.training``, ``self.scale``), globals (a list mutated in place, a dtype
 rebound) and closures, and the functions it calls (a global, a user module's attribute, a
-method, a property, an object's attribute, edited in place); with branches, slices, reshapes, factories, builtins over containers,
+method replaced on the class or shadowed on the object, a property, an object's attribute,
+edited in place, a forward hook registered and removed); with branches, slices, reshapes, factories, builtins over containers,
 numbers seen as strings and types, and gradients. A call sequence repeats inputs, crosses
 branches, uses sizes 0 and 1, and changes module and global state between calls.
 
@@ -148,7 +149,7 @@ class Outcome:
 
 
 MUTATIONS = ("flag", "eval", "train", "G.append", "G[0]", "DT", "CL.append", "k", "scale", "mode",
-             "ACT", "H.scale", "method", "self.helper", "self.act", "defaults", "code", "property")
+             "ACT", "H.scale", "method", "self.helper", "self.act", "defaults", "code", "property", "hook")
 FLOATS = (0.2, 0.5, 0.7, 2.5, -1.5, 0.0, -0.0, float("nan"), 3.0)
 
 
@@ -231,6 +232,12 @@ def _mutate_callables(ns: dict, module: torch.nn.Module, mutation: str) -> None:
     elif mutation == "property":
         getter = type(module).__dict__["half"].fget
         type(module).half = property(_toggle(getter, ns["_half_a"], ns["_half_b"]))
+    elif mutation == "hook":  # a forward pre-hook that doubles x, registered or removed
+        handle = ns.pop("_hook", None)
+        if handle is not None:
+            handle.remove()
+        else:
+            ns["_hook"] = module.register_forward_pre_hook(lambda mod, args: (args[0] * 2, *args[1:]))
     elif mutation == "code":
         ns["help2"].__code__ = _toggle(ns["help2"].__code__, ns["_help_b"].__code__, ns["_help_a"].__code__)
 

@@ -72,7 +72,7 @@ def test_fuzzer_reports_a_wrong_result_as_a_difference(enabled_module):
 CALLABLE_MUTATIONS = [("ACT(x - 2)", "ACT"), ("H.scale(x)", "H.scale"), ("self.helper(x)", "method"),
                       ("self.helper(x)", "self.helper"),
                       ("self.act(x - 2)", "self.act"), ("help2(x)", "defaults"), ("help2(x)", "code"),
-                      ("x * self.half", "property")]
+                      ("x * self.half", "property"), ("x * 1", "hook")]
 
 
 @pytest.mark.parametrize("term, mutation", CALLABLE_MUTATIONS, ids=[m for _, m in CALLABLE_MUTATIONS])
