@@ -370,6 +370,22 @@ def test_a_classmethod_replaced_on_its_class_misses_the_entry(enabled):
         Factory.make = saved
 
 
+def test_a_classmethod_read_through_an_object_misses_the_entry_when_replaced(enabled):
+    factory = Factory()
+    saved = Factory.__dict__["make"]
+    try:
+        assert _results_and_misses(lambda x: factory.make(x),
+                                   [lambda: setattr(Factory, "make", classmethod(lambda cls, x: x + 9))]) \
+            == ([True, True], 2)
+    finally:
+        Factory.make = saved
+
+
+def test_a_classmethod_read_through_an_object_keeps_its_entry(enabled):
+    factory = Factory()
+    assert _results_and_misses(lambda x: factory.make(x), [lambda: None]) == ([True, True], 1)
+
+
 class ScaleBy:
     def __init__(self, k):
         self.k = k

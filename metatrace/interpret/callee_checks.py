@@ -17,7 +17,7 @@ class or object, rooted where the prologue can replay it), the prologue checks:
 - a method (``obj.act``, a new bound method on every read) by its class's attribute
   (``type(obj).act``), once per class and name, and on each object by ``obj.act.__func__``
   (a method replaced on one object: ``block.forward = f``); a classmethod read from its class by its
-  function (``Cls.make.__func__``);
+  function (``Cls.make.__func__``), read from an object by its class's (``type(obj).make.__func__``);
 - an object of the user's class that is called (``NORM = ScaleBy(2)``, rebound to an object of
   another class whose state reads the same) by identity, and its class's ``__call__``;
 - a Python function also by ``__code__`` (identity) and ``__defaults__``/``__kwdefaults__``
@@ -146,8 +146,12 @@ def check_call_target(wrapped_fn: WrappedValue) -> None:
         return
     if isinstance(container, type):  # a classmethod read from its class: ``Cls.make.__func__``
         _check_function(ctx, _attr(pr, "__func__"), func, (id(container), name))
-    elif inspect.getattr_static(type(container), name, None) is func:
+    elif (static := inspect.getattr_static(type(container), name, None)) is func:
         _check_function(ctx, _class_attribute(pr.inputs[0], name), func, (id(type(container)), name))
+        _check_not_shadowed(ctx, pr, func, container, name)
+    elif isinstance(static, classmethod) and static.__func__ is func:  # ``obj.make``: ``type(obj).make.__func__``
+        _check_function(ctx, _attr(_class_attribute(pr.inputs[0], name), "__func__"), func,
+                        (id(type(container)), name))
         _check_not_shadowed(ctx, pr, func, container, name)
 
 
