@@ -120,7 +120,7 @@ def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
             else:
                 return
         number_types_changed(structure_id, expected, value, *aliased)
-    if hasattr(expected, "matches"):  # value_checks.ExpectedValue, module_hooks.ExpectedHooks (all modules)
+    if hasattr(expected, "matches"):  # value_checks.ExpectedValue, called_modules.ExpectedModuleState (all modules)
         if not expected.matches(value, *aliased):
             raise check_failed(f"value changed: expected {expected.text}", StructureMismatch, structure_id)
         return

@@ -47,7 +47,7 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
 
 from metatrace.guards.value_checks import add_value_check, traced_value
-from metatrace.interpret.module_hooks import check_module_call
+from metatrace.interpret.called_modules import check_module_call
 from metatrace.interpret.library_code import is_library_function, is_library_module, is_library_module_name
 from metatrace.interpret.python_values import (
     _attribute_name,

@@ -1,6 +1,7 @@
-"""metatrace.interpret.module_hooks: a hook registered, removed or replaced after the compile, on
-any module the trace called (or PyTorch's global hooks), misses the entry; every call equals
-eager. Stock thunder reused the entry and never ran the new hook."""
+"""metatrace.interpret.called_modules: a hook registered, removed or replaced after the compile,
+on any module the trace called (or PyTorch's global hooks), and a tensor or submodule rebound on
+the jitted model, miss the entry; every call equals eager. Stock thunder reused the entry: it
+never ran the new hook, and kept reading the tensors its ThunderModule copied at the jit."""
 
 from __future__ import annotations
 
@@ -103,13 +104,75 @@ def test_a_hook_on_a_global_module_misses_the_entry(enabled):
         handle.remove()
 
 
-def test_a_replaced_submodule_with_a_hook_gives_eagers_result(enabled):
+def test_a_replaced_submodule_with_a_hook_gives_eagers_result_twice(enabled):
     def replace(model):
         block = Block()
         block.register_forward_hook(_zero_output)
         model.blocks[1] = block
 
     assert _calls_after(replace)[0] == [True, True]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensors and submodules rebound on the jitted model
+# ---------------------------------------------------------------------------------------------
+
+
+class Scaled(Stack):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, x):
+        return super().forward(x) * self.scale
+
+
+def test_a_buffer_rebound_with_its_shape_misses_the_entry(enabled):
+    change = lambda m: setattr(m, "scale", torch.full((4,), 3.0))  # noqa: E731
+    assert _calls_after(change, Scaled()) == ([True, True], 2)
+
+
+def test_a_buffer_rebound_with_another_shape_misses_the_entry(enabled):
+    change = lambda m: setattr(m, "scale", torch.full((1,), 3.0))  # noqa: E731
+    assert _calls_after(change, Scaled()) == ([True, True], 2)
+
+
+def test_a_parameter_rebound_misses_the_entry(enabled):
+    change = lambda m: setattr(m.blocks[1].linear, "weight", torch.nn.Parameter(torch.randn(4, 4)))  # noqa: E731
+    assert _calls_after(change) == ([True, True], 2)
+
+
+def test_a_replaced_submodule_misses_the_entry(enabled):
+    assert _calls_after(lambda m: m.blocks.__setitem__(1, Block())) == ([True, True], 2)
+
+
+def test_a_rebound_parameter_gets_eagers_gradient(enabled):
+    model = Stack()
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    x = torch.randn(3, 4)
+    jm(x).sum().backward()
+    model.blocks[1].linear.weight = torch.nn.Parameter(torch.randn(4, 4))
+    model.zero_grad()
+    jm(x).sum().backward()
+    got = model.blocks[1].linear.weight.grad.clone()
+    model.zero_grad()
+    model(x).sum().backward()
+    torch.testing.assert_close(got, model.blocks[1].linear.weight.grad)
+
+
+def test_a_rebound_tensor_is_followed_once(enabled):
+    model = Scaled()
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    jm(torch.randn(3, 4))
+    model.scale = torch.full((4,), 2.0)
+    for n in (3, 5, 7):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(jm(x), model(x))
+    assert thunder.cache_misses(jm) == 2
+
+
+def test_a_state_dict_loaded_in_place_keeps_the_entry(enabled):
+    assert _calls_after(lambda m: m.load_state_dict(Stack().state_dict())) == ([True, True], 1)
 
 
 def test_unchanged_hooks_keep_one_entry_over_sizes(enabled):
@@ -122,16 +185,16 @@ def test_unchanged_hooks_keep_one_entry_over_sizes(enabled):
     assert thunder.cache_misses(jm) == 1
 
 
-def _hooks_guards() -> list[str]:
+def _module_state_guards() -> list[str]:
     jm = thunder.jit(Stack(), cache=SYMBOLIC)
     jm(torch.randn(3, 4))
     (entry,) = metatrace.explain(jm)
-    return [g for g in entry.guards if g.startswith("hooks unchanged")]
+    return [g for g in entry.guards if g.startswith("hooks and tensors unchanged")]
 
 
 def test_the_hooks_of_every_module_are_one_guard(enabled):
-    assert len(_hooks_guards()) == 1
+    assert len(_module_state_guards()) == 1
 
 
 def test_the_hooks_guard_names_submodules_as_the_code_reads_them(enabled):
-    assert "self.blocks.0.linear" in _hooks_guards()[0]
+    assert "self.blocks.0.linear" in _module_state_guards()[0]

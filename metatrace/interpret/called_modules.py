@@ -1,0 +1,243 @@
+"""The state of every module the trace called that thunder's prologue does not read again: its
+hooks, and which tensors and submodules it holds. A change after the compile misses the entry.
+
+**Hooks.** thunder's interpreter runs ``nn.Module._call_impl`` like any Python code: it reads
+the module's hook dicts (and PyTorch's global ones), finds them empty and takes the plain
+``forward`` path, or runs the hooks it finds into the trace. Either way the trace bakes in which
+hooks there were, and stock thunder's prologue checks none of it: a hook registered after the
+compile (``block.register_forward_hook(capture)``, ``register_module_forward_hook``) never ran
+on a reused entry, and a removed one still ran.
+
+**Tensors and submodules.** ``thunder.jit(model)`` wraps the model in a ``ThunderModule`` that
+copies the model's parameters, buffers and submodules into its own dicts (``_overrides_*``,
+``_module_cache``: transforms such as fsdp replace them there), and the prologue reads them
+from those dicts. A tensor or submodule rebound on the model after the jit
+(``block.scale = torch.full(...)``, ``layer.weight = nn.Parameter(...)``, ``model.blocks[1] =
+Block()``) was never seen: every later call used the old one. Where the wrapper's entry is still
+the tensor or submodule the trace read, the check makes the wrapper follow the model and misses,
+so the next entry reads the new one. An entry a transform replaced is the transform's, and is
+left alone.
+
+The prologue checks all of it in one call per entry: the ``__dict__`` of each root the modules
+were read from (the jitted module, a global or closure module), each module reached from its
+root by ``_modules`` keys as the interpreter read it. Per module: the handle ids of its hook
+dicts (every registration gets a new id), the identity of each tensor the wrapper holds for it;
+then PyTorch's global hook dicts. Modules created inside the function, or passed as arguments,
+are not checked (a new module has no state the trace missed; an argument's structure is
+:mod:`metatrace.guards.structure`'s).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import thunder.core.jit_ext as jit_ext
+import torch
+import torch.nn.modules.module as torch_module
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
+from thunder.core.module import ThunderModule, get_thunder_module
+from thunder.core.proxies import Proxy
+from thunder.core.trace import tracectx
+
+from metatrace.guards.explain import readable_source
+from metatrace.guards.registry import EXPECTED, new_id
+from metatrace.guards.value_checks import ValueConstraint, _provenance_key, source_text
+from metatrace.interpret.python_values import _may_register_for_prologue, _rooted_in_arguments, _rooted_in_prologue
+
+# The dicts ``nn.Module._call_impl`` reads (the ``*_with_kwargs`` and ``*_always_called`` dicts are
+# keyed by the same handle ids and change with these).
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_GLOBAL_HOOK_DICTS = ("_global_forward_pre_hooks", "_global_forward_hooks", "_global_backward_pre_hooks",
+                      "_global_backward_hooks")
+
+
+def _hook_keys(d: dict) -> tuple | None:
+    """The handle ids of the hooks of the module whose ``__dict__`` is ``d``, dict by dict; None
+    when it has none (the common case)."""
+    if not (d["_forward_pre_hooks"] or d["_forward_hooks"] or d["_backward_pre_hooks"] or d["_backward_hooks"]):
+        return None
+    return tuple(tuple((k, id(h)) for k, h in d[name].items()) for name in _HOOK_DICTS)
+
+
+def _global_hook_keys() -> tuple | None:
+    g = torch_module.__dict__
+    if not (g["_global_forward_pre_hooks"] or g["_global_forward_hooks"] or g["_global_backward_pre_hooks"]
+            or g["_global_backward_hooks"]):
+        return None
+    return tuple(tuple((k, id(h)) for k, h in g[name].items()) for name in _GLOBAL_HOOK_DICTS)
+
+
+class _CalledModule:
+    """What the check knows of one module: where it is, its hooks, and the tensors the wrapper
+    holds for it (kind, name, dotted name, a weak reference to the tensor the trace read)."""
+
+    __slots__ = ("root", "path", "hook_keys", "module", "tensors")
+
+    def __init__(self, root: int, path: tuple[str, ...], module: torch.nn.Module, wrapper):
+        self.root, self.path, self.hook_keys = root, path, _hook_keys(module.__dict__)
+        self.module = weakref.ref(module)
+        self.tensors = [] if wrapper is None else list(_wrapped_tensors(module, path, wrapper))
+
+
+def _wrapped_tensors(module: torch.nn.Module, path: tuple[str, ...], wrapper):
+    for kind, held in (("_parameters", wrapper._overrides_parameters), ("_buffers", wrapper._overrides_buffers)):
+        for name, t in module.__dict__[kind].items():
+            full = ".".join((*path, name))
+            if t is not None and held.get(full) is t:  # (a transform's replacement is not followed)
+                yield kind, name, full, weakref.ref(t)
+
+
+class ExpectedModuleState:
+    """One prologue check per entry (``metatrace.guards.registry.EXPECTED``): every module the
+    trace called has the hooks and tensors it had then, and PyTorch has the global hooks it had.
+    The prologue passes the ``__dict__`` of each root; a submodule is reached from its root by its
+    ``_modules`` keys (dict lookups: thunder's ``get_submodule`` for each would cost a microsecond)."""
+
+    __slots__ = ("modules", "global_keys", "sources", "wrapper")
+
+    def __init__(self, wrapper):
+        self.modules: list[_CalledModule] = []
+        self.sources: list[str] = []
+        self.global_keys = _global_hook_keys()
+        self.wrapper = None if wrapper is None else weakref.ref(wrapper)  # the jitted model's ThunderModule
+
+    def add(self, root: int, path: tuple[str, ...], module: torch.nn.Module, source: str, in_wrapper: bool) -> None:
+        wrapper = self.wrapper() if self.wrapper is not None and in_wrapper else None
+        self.modules.append(_CalledModule(root, path, module, wrapper))
+        self.sources.append(source)
+
+    @property
+    def text(self) -> str:
+        shown = ", ".join(self.sources[:4]) + (f" and {len(self.sources) - 4} more" if len(self.sources) > 4 else "")
+        return (f"hooks and tensors unchanged on {shown} and PyTorch's global hooks (the trace ran the hooks it "
+                "found and read the tensors thunder's module held)")
+
+    def matches(self, *roots: dict) -> bool:
+        if _global_hook_keys() != self.global_keys:
+            return False
+        try:
+            rebound = False
+            for m in self.modules:
+                d = roots[m.root]
+                for name in m.path:
+                    d = d["_modules"][name].__dict__
+                if _hook_keys(d) != m.hook_keys:
+                    return False
+                for kind, name, _, ref in m.tensors:
+                    rebound = rebound or d[kind].get(name) is not ref()
+        except (KeyError, AttributeError, TypeError):  # a submodule removed, not a module
+            return False
+        if rebound:
+            self._follow_the_model(roots)
+        return not rebound
+
+    def _follow_the_model(self, roots) -> None:
+        """The wrapper's entries that are still what the trace read become what the model holds now."""
+        wrapper = self.wrapper() if self.wrapper is not None else None
+        if wrapper is None:
+            return
+        held = {"_parameters": wrapper._overrides_parameters, "_buffers": wrapper._overrides_buffers}
+        for m in self.modules:
+            module, d = _module_at(roots[m.root], m.path)
+            if d is None or not m.tensors:
+                continue
+            path = ".".join(m.path)
+            if module is not None and wrapper._module_cache.get(path) is m.module():
+                wrapper._module_cache[path] = module
+            for kind, name, full, ref in m.tensors:
+                t = d[kind].get(name)
+                if t is not None and held[kind].get(full) is ref():
+                    held[kind][full] = t
+
+
+def _module_at(root: dict, path: tuple[str, ...]) -> tuple[torch.nn.Module | None, dict | None]:
+    """The submodule at ``path`` below the module whose ``__dict__`` is ``root``, and its ``__dict__``."""
+    module, d = None, root
+    for name in path:
+        module = d["_modules"].get(name)
+        if module is None:
+            return None, None
+        d = module.__dict__
+    return module, d
+
+
+def _root_and_path(pr) -> tuple[Any, tuple[str, ...]]:
+    """``self._modules['h']._modules['0']`` -> (``self``'s provenance, ('h', '0'))."""
+    path = []
+    while (pr.inst is PseudoInst.BINARY_SUBSCR and pr.inputs[1].inst is PseudoInst.CONSTANT
+           and type(pr.inputs[1].value) is str and pr.inputs[0].inst is PseudoInst.LOAD_ATTR
+           and pr.inputs[0].inputs[1].inst is PseudoInst.CONSTANT and pr.inputs[0].inputs[1].value == "_modules"):
+        path.append(pr.inputs[1].value)
+        pr = pr.inputs[0].inputs[0]
+    return pr, tuple(reversed(path))
+
+
+def check_module_call(wrapped_module: WrappedValue) -> None:
+    """Adds the called module to the entry's check, once per module and trace."""
+    pr = wrapped_module.provenance
+    if pr is None or not (pr.inst is PseudoInst.INPUT_FN or _may_register_for_prologue(pr)):
+        return
+    if pr.inst is not PseudoInst.INPUT_FN and (not _rooted_in_prologue(pr) or _rooted_in_arguments(pr)):
+        return
+    try:
+        ctx = jit_ext.get_jit_ctx()
+    except LookupError:
+        return
+    state = ctx.__dict__.get("_metatrace_called_modules")
+    if state is None:
+        state = ctx._metatrace_called_modules = _CalledModulesCheck(new_id("v"), _wrapper_of(ctx))
+        EXPECTED[state.value_id] = state.expected
+    state.add(ctx, wrapped_module.value, pr)
+
+
+def _wrapper_of(ctx):
+    """The ThunderModule of the jitted model (None when a function is jitted, or outside a compile)."""
+    fn = getattr(ctx, "_metatrace_fn", None)
+    if not isinstance(fn, torch.nn.Module):
+        return None
+    try:
+        wrapper = get_thunder_module(fn)
+    except Exception:  # no compile data
+        return None
+    return wrapper if isinstance(wrapper, ThunderModule) else None
+
+
+class _CalledModulesCheck:
+    """The entry's check while the function is interpreted: the constraint (one prologue call
+    with every root's proxy) is replaced in thunder's list as roots are added."""
+
+    def __init__(self, value_id: str, wrapper):
+        self.value_id, self.expected = value_id, ExpectedModuleState(wrapper)
+        self.seen: set[int] = set()
+        self.roots: dict[Any, int] = {}  # provenance key -> index among the proxies
+        self.proxies: list[Proxy] = []
+        self.constraint: tuple | None = None
+
+    def add(self, ctx, module: torch.nn.Module, pr) -> None:
+        if id(module) in self.seen:
+            return
+        self.seen.add(id(module))
+        root_pr, path = _root_and_path(pr)
+        key = _provenance_key(root_pr)
+        if key not in self.roots:
+            self.roots[key] = len(self.proxies)
+            # ``root.__dict__``, read from the user's module, not thunder's wrapper of it (the flag), and
+            # without unpacking the root again (a second ``unpack_thunder_module`` stops ddp/fsdp)
+            dict_pr = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[
+                root_pr, ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value="__dict__")])
+            dict_pr.ext_flag |= jit_ext.EXT_FLAG_IS_CALLABLE
+            with tracectx(ctx.computation_trace):
+                self.proxies.append(Proxy(prefix="value", history=dict_pr))  # (thunder names its own "module"s)
+            self._replace_constraint(ctx)
+        self.expected.add(self.roots[key], path, module,
+                          readable_source(source_text(pr), getattr(ctx, "_metatrace_fn", None)),
+                          in_wrapper=root_pr.inst is PseudoInst.INPUT_FN)
+
+    def _replace_constraint(self, ctx) -> None:
+        constraint = (ValueConstraint(self.value_id), *self.proxies)
+        if self.constraint is None:
+            ctx.add_constraint(constraint)
+        else:
+            ctx._constraints[ctx._constraints.index(self.constraint)] = constraint
+        self.constraint = constraint
