@@ -7,7 +7,7 @@ depend on: tensor sizes, ints, floats (NaN and signed zeros included), bools, li
 (``self.flag``, ``self.training``, ``self.scale``), globals (a list mutated in place, a dtype
 rebound) and closures, and the functions it calls (a global, a user module's attribute, a
 method replaced on the class or shadowed on the object, a property, an object's attribute,
-edited in place, a forward hook registered and removed); with branches, slices, reshapes, factories, builtins over containers,
+edited in place, a forward hook registered and removed, a buffer rebound); with branches, slices, reshapes, factories, builtins over containers,
 numbers seen as strings and types, and gradients. A call sequence repeats inputs, crosses
 branches, uses sizes 0 and 1, and changes module and global state between calls.
 
@@ -63,7 +63,7 @@ FAMILIES = {
     "text": ("str({i})", "f'{{{f}}}'", "type({i}).__name__", "repr({f})", "format({i}, '03d')"),
     "state": (
         "x.to(DT) * 1", "x[:2] * (2 if self.training else 3)", "x[:max(G)] * 1", "(x * 2 if self.flag else x)",
-        "x * sum(CL)", "x * self.scale", "x[:self.k] * 1", "(x if self.mode == 'a' else -x)",
+        "x * sum(CL)", "x * self.scale", "x[:self.k] * 1", "(x if self.mode == 'a' else -x)", "x * self.w",
     ),
     "bools": (
         "(n > 0) + (n > 1)", "x[:(n > 0) + (n > 1)] * 1", "(n > 0) - (n > 5)", "b + 0", "-(n > 0)",
@@ -122,6 +122,7 @@ class Program:
             "        self.k = 2",
             "        self.scale = 0.5",
             "        self.mode = 'a'",
+            "        self.register_buffer('w', torch.ones(1))",
             "",
             "    def forward(self, x, n, r, b, l):",
             "        return (",
@@ -149,7 +150,7 @@ class Outcome:
 
 
 MUTATIONS = ("flag", "eval", "train", "G.append", "G[0]", "DT", "CL.append", "k", "scale", "mode",
-             "ACT", "H.scale", "method", "self.helper", "self.act", "defaults", "code", "property", "hook")
+             "ACT", "H.scale", "method", "self.helper", "self.act", "defaults", "code", "property", "hook", "self.w")
 FLOATS = (0.2, 0.5, 0.7, 2.5, -1.5, 0.0, -0.0, float("nan"), 3.0)
 
 
@@ -265,6 +266,8 @@ def _mutate(ns: dict, module: torch.nn.Module, mutation: str | None) -> None:
         module.scale = -module.scale
     elif mutation == "mode":
         module.mode = "b" if module.mode == "a" else "a"
+    elif mutation == "self.w":  # a buffer rebound on the model (its ThunderModule held the old one)
+        module.w = torch.full((1,), 2.0) if bool(module.w[0] == 1) else torch.ones(1)
     else:
         _mutate_callables(ns, module, mutation)
 

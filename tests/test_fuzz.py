@@ -67,12 +67,13 @@ def test_fuzzer_reports_a_wrong_result_as_a_difference(enabled_module):
     assert len(outcome.differences) == 1
 
 
-# Each way of changing a function the trace calls (fuzz_programs.MUTATIONS' callables), on the
-# term that calls it: a stale entry returned the old function's result.
+# Each way of changing a function the trace calls, a module's hooks or the tensors it holds
+# (fuzz_programs.MUTATIONS), on the term that uses it: a stale entry returned the old result.
 CALLABLE_MUTATIONS = [("ACT(x - 2)", "ACT"), ("H.scale(x)", "H.scale"), ("self.helper(x)", "method"),
                       ("self.helper(x)", "self.helper"),
                       ("self.act(x - 2)", "self.act"), ("help2(x)", "defaults"), ("help2(x)", "code"),
-                      ("x * self.half", "property"), ("x * 1", "hook")]
+                      ("x * self.half", "property"), ("x * 1", "hook"),
+                      ("x * self.w", "self.w")]
 
 
 @pytest.mark.parametrize("term, mutation", CALLABLE_MUTATIONS, ids=[m for _, m in CALLABLE_MUTATIONS])
