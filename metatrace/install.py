@@ -21,7 +21,7 @@ from metatrace.proxies import clang_math, float_numbers, numel, number_methods, 
 from metatrace.grad import deferred_guards, rules
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
-    callee_checks, collector_pacing, interpreter_costs, jit, lookasides, module_state, python_values, random_calls,
+    callee_checks, collector_pacing, interpreter_costs, jit, lookasides, module_state, python_values, unrepeatable_calls,
 )
 from metatrace.passes import distributed, size_producers
 from metatrace.metas import python_executor, torch_decompositions, torch_metas
@@ -131,7 +131,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         lookasides.patches,
         python_values.patches,
         callee_checks.patches,
-        random_calls.patches,
+        unrepeatable_calls.patches,
         # symbolic numbers: concretizations become guards, arithmetic keeps producers
         number_methods.patches,
         number_semantics.patches,

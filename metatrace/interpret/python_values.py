@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
+import os
 import types
 
 import thunder.core.jit_ext as jit_ext
@@ -237,25 +238,32 @@ def _str_fallback(*args, **kwargs):
     return _type_call_lookaside(wrap_const(str), *args, **kwargs)
 
 
-def _called_from_thunder() -> bool:
-    """The interpreted frame calling is thunder's (its interpreter's own Python implementations
-    of builtins ask ``type(x)`` of a proxy for its dunder methods) or metatrace's."""
+def _calling_file() -> str | None:
+    """The file of the interpreted frame that is running, None outside the interpreter."""
     from thunder.core.interpreter import get_interpreterruntimectx
 
     try:
-        filename = get_interpreterruntimectx().frame_stack[-1].code.co_filename
+        return get_interpreterruntimectx().frame_stack[-1].code.co_filename
     except (LookupError, IndexError, AttributeError):
-        return True
-    return filename.startswith(_OWN_CODE)
+        return None
+
+
+def _called_from_thunder() -> bool:
+    """The interpreted frame calling is thunder's (its interpreter's own Python implementations
+    of builtins ask ``type(x)`` of a proxy for its dunder methods) or metatrace's."""
+    filename = _calling_file()
+    return filename is None or filename.startswith(_OWN_CODE)
 
 
 def _package_dir(module) -> str:
-    import os
-
     return os.path.dirname(module.__file__) + os.sep
 
 
 _OWN_CODE = (_package_dir(__import__("thunder")), _package_dir(__import__("metatrace")))
+# Packages whose own reads are not checked: ``logging`` fills a logger's ``_cache`` while it logs
+# (the check would see the value change during the trace and refuse the entry), and what it reads
+# decides only what is logged, never a value of the trace.
+_SIDE_CHANNEL_CODE = (_package_dir(__import__("logging")),)
 
 
 def _type_lookaside(default):
@@ -389,6 +397,7 @@ def needs_value_check(value: WrappedValue) -> bool:
         and not _rooted_in_arguments(pr)
         and not _through_module_tensors(pr)
         and not _through_library_module(pr)
+        and not (_calling_file() or "").startswith(_SIDE_CHANNEL_CODE)
     )
 
 

@@ -1,4 +1,5 @@
-"""Python's and NumPy's random numbers in traced code raise a clear error.
+"""Calls whose value is new every time, in traced code, raise a clear error: Python's and NumPy's
+random numbers, and clock reads.
 
 thunder's interpreter runs ``random.random()``, ``random.uniform(0, 1)`` or
 ``numpy.random.rand()`` once, while it traces, and the trace bakes the number in: every later
@@ -8,21 +9,32 @@ on every call. So while metatrace compiles under symbolic values, a call of a me
 ``random.Random`` (the ``random`` module's functions are methods of one) or of a NumPy
 ``RandomState``/``Generator`` that the function did not create itself raises
 :class:`RandomCallError` naming the call and the user's line (a generator created and seeded in
-the function draws the same numbers on every call: baking them in is right). torch's random functions (``torch.rand``, ``torch.bernoulli``) are traced as random ops and
-are the way to draw inside a jitted function; a number drawn outside and passed in is a symbolic
-input.
+the function draws the same numbers on every call: baking them in is right). torch's random
+functions (``torch.rand``, ``torch.bernoulli``) are traced as random ops and are the way to draw
+inside a jitted function; a number drawn outside and passed in is a symbolic input.
+
+A clock read in the user's own code (``time.time()``, ``time.perf_counter()``,
+``datetime.now()``) is baked in the same way: a timeout branch or a step timer in ``forward``
+froze at its first value. It raises :class:`ClockCallError` with the line. Clock reads inside
+installed packages and the standard library are left alone: ``logging`` stamps every record
+with ``time.time_ns()``, and a library's log call in a forward must not stop the compile.
 """
 
 from __future__ import annotations
 
+import datetime
 import functools
 import inspect
+import os
 import random
+import time
+import types
 
 import thunder.core.interpreter as interpreter
 from thunder.core.interpreter import WrappedValue
 
 from metatrace.guards.collect import _interpreted_line
+from metatrace.interpret.library_code import _INSTALL_PATHS
 from metatrace.interpret.python_values import _rooted_in_prologue
 from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
@@ -30,6 +42,19 @@ from metatrace.patching import Patch, attribute
 
 class RandomCallError(RuntimeError):
     """A traced function draws a Python or NumPy random number: the trace would bake it in."""
+
+
+class ClockCallError(RuntimeError):
+    """The user's traced code reads a clock: the trace would bake the time in."""
+
+
+_CLOCKS = {
+    fn: f"time.{fn.__name__}"
+    for fn in (time.time, time.time_ns, time.perf_counter, time.perf_counter_ns, time.monotonic,
+               time.monotonic_ns, time.process_time, time.process_time_ns)
+}
+_DATE_CLOCKS = {"now", "utcnow", "today"}  # classmethods of datetime.datetime and datetime.date
+_THUNDER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(interpreter.__file__))) + os.sep
 
 
 def _random_owners() -> tuple[type, ...]:
@@ -81,11 +106,47 @@ def check_random_call(fn: WrappedValue, args) -> None:
     )
 
 
+def _clock_name(fn) -> str | None:
+    """``time.time``, ``datetime.now``: the clock ``fn`` reads, else None."""
+    if type(fn) is not types.BuiltinFunctionType:  # (clocks are builtins; a proxy's ``==`` is traced)
+        return None
+    name = _CLOCKS.get(fn)
+    if name is not None:
+        return name
+    owner = fn.__self__
+    if (owner is datetime.datetime or owner is datetime.date) and fn.__name__ in _DATE_CLOCKS:
+        return f"{owner.__name__}.{fn.__name__}"
+    return None
+
+
+def _called_from_users_code(runtimectx) -> bool:
+    """The calling frame's file is neither an installed package's, the standard library's nor
+    thunder's."""
+    try:
+        path = os.path.realpath(runtimectx.frame_stack[-1].code.co_filename)
+    except (AttributeError, IndexError):
+        return False
+    return not path.startswith(_INSTALL_PATHS) and not path.startswith(_THUNDER_DIR)
+
+
+def check_clock_call(fn: WrappedValue, runtimectx) -> None:
+    name = _clock_name(fn.value)
+    if name is None or not _called_from_users_code(runtimectx):
+        return
+    where = _interpreted_line()
+    raise ClockCallError(
+        f"{name}() returns a new value on every call, but thunder runs it once while tracing and the "
+        f"compiled entry would reuse that value on every later call" + (f" (at {where})" if where else "")
+        + ". Read the clock outside the jitted function and pass the value in."
+    )
+
+
 def _dispatching(original):
     @functools.wraps(original)
     def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
         if type(fn) is WrappedValue and concretizations.COLLECTOR.get() is not None:
             check_random_call(fn, args)
+            check_clock_call(fn, runtimectx)
         return original(compilectx, runtimectx, fn, *args, **kwargs)
 
     return _call_dispatch
@@ -93,5 +154,6 @@ def _dispatching(original):
 
 def patches() -> list[Patch]:
     return [attribute(interpreter, "_call_dispatch", _dispatching,
-                      "Python's and NumPy's random numbers raise a clear error (the trace would bake one in)",
+                      "Python's and NumPy's random numbers, and the user's clock reads, raise a clear error "
+                      "(the trace would bake the value in)",
                       wrap=True)]
