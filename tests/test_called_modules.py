@@ -146,6 +146,18 @@ def test_a_replaced_submodule_misses_the_entry(enabled):
     assert _calls_after(lambda m: m.blocks.__setitem__(1, Block())) == ([True, True], 2)
 
 
+def test_a_buffer_rebound_with_a_hook_registered_at_once_gives_eagers_result_twice(enabled):
+    def change(m):
+        m.register_forward_hook(lambda mod, args, out: out + 1)
+        m.scale = torch.full((4,), 3.0)
+
+    model, x = Scaled(), torch.randn(3, 4)
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    jm(x)
+    change(model)
+    assert [torch.allclose(jm(x), model(x)) for _ in range(2)] == [True, True]
+
+
 def test_a_rebound_parameter_gets_eagers_gradient(enabled):
     model = Stack()
     jm = thunder.jit(model, cache=SYMBOLIC)

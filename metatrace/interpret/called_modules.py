@@ -114,23 +114,21 @@ class ExpectedModuleState:
                 "found and read the tensors thunder's module held)")
 
     def matches(self, *roots: dict) -> bool:
-        if _global_hook_keys() != self.global_keys:
-            return False
+        same = _global_hook_keys() == self.global_keys
+        rebound = False
         try:
-            rebound = False
             for m in self.modules:
                 d = roots[m.root]
                 for name in m.path:
                     d = d["_modules"][name].__dict__
-                if _hook_keys(d) != m.hook_keys:
-                    return False
+                same = same and _hook_keys(d) == m.hook_keys
                 for kind, name, _, ref in m.tensors:
                     rebound = rebound or d[kind].get(name) is not ref()
         except (KeyError, AttributeError, TypeError):  # a submodule removed, not a module
-            return False
-        if rebound:
+            same = False
+        if rebound:  # (also when hooks changed too: the next compile must read the new tensors)
             self._follow_the_model(roots)
-        return not rebound
+        return same and not rebound
 
     def _follow_the_model(self, roots) -> None:
         """The wrapper's entries that are still what the trace read become what the model holds now."""

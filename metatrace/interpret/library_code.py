@@ -40,6 +40,11 @@ def _module_file_is_installed(module: types.ModuleType) -> bool:
     if not path:
         spec = getattr(module, "__spec__", None)
         return getattr(spec, "origin", None) in ("built-in", "frozen")
+    return is_library_file(path)
+
+
+def is_library_file(path: str) -> bool:
+    """Whether the source file ``path`` lies in an installed package or the standard library."""
     return os.path.realpath(path).startswith(_INSTALL_PATHS)
 
 

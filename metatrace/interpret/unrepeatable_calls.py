@@ -25,7 +25,6 @@ from __future__ import annotations
 import datetime
 import functools
 import inspect
-import os
 import random
 import time
 import types
@@ -34,8 +33,8 @@ import thunder.core.interpreter as interpreter
 from thunder.core.interpreter import WrappedValue
 
 from metatrace.guards.collect import _interpreted_line
-from metatrace.interpret.library_code import _INSTALL_PATHS
-from metatrace.interpret.python_values import _rooted_in_prologue
+from metatrace.interpret.library_code import is_library_file
+from metatrace.interpret.python_values import _OWN_CODE, _calling_file, _rooted_in_prologue
 from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
 
@@ -54,7 +53,6 @@ _CLOCKS = {
                time.monotonic_ns, time.process_time, time.process_time_ns)
 }
 _DATE_CLOCKS = {"now", "utcnow", "today"}  # classmethods of datetime.datetime and datetime.date
-_THUNDER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(interpreter.__file__))) + os.sep
 
 
 def _random_owners() -> tuple[type, ...]:
@@ -119,19 +117,16 @@ def _clock_name(fn) -> str | None:
     return None
 
 
-def _called_from_users_code(runtimectx) -> bool:
-    """The calling frame's file is neither an installed package's, the standard library's nor
-    thunder's."""
-    try:
-        path = os.path.realpath(runtimectx.frame_stack[-1].code.co_filename)
-    except (AttributeError, IndexError):
-        return False
-    return not path.startswith(_INSTALL_PATHS) and not path.startswith(_THUNDER_DIR)
+def _called_from_users_code() -> bool:
+    """The calling frame's file is neither an installed package's, the standard library's,
+    thunder's nor metatrace's."""
+    path = _calling_file()
+    return path is not None and not path.startswith(_OWN_CODE) and not is_library_file(path)
 
 
-def check_clock_call(fn: WrappedValue, runtimectx) -> None:
+def check_clock_call(fn: WrappedValue) -> None:
     name = _clock_name(fn.value)
-    if name is None or not _called_from_users_code(runtimectx):
+    if name is None or not _called_from_users_code():
         return
     where = _interpreted_line()
     raise ClockCallError(
@@ -146,7 +141,7 @@ def _dispatching(original):
     def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
         if type(fn) is WrappedValue and concretizations.COLLECTOR.get() is not None:
             check_random_call(fn, args)
-            check_clock_call(fn, runtimectx)
+            check_clock_call(fn)
         return original(compilectx, runtimectx, fn, *args, **kwargs)
 
     return _call_dispatch
