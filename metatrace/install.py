@@ -21,7 +21,8 @@ from metatrace.proxies import clang_math, float_numbers, numel, number_methods, 
 from metatrace.grad import deferred_guards, rules
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
-    callee_checks, collector_pacing, interpreter_costs, jit, lookasides, module_state, python_values, unrepeatable_calls,
+    callee_checks, collector_pacing, custom_getattribute, interpreter_costs, jit, library_state, lookasides,
+    module_state, net_modifications, python_values, unrepeatable_calls,
 )
 from metatrace.passes import distributed, size_producers
 from metatrace.metas import python_executor, torch_decompositions, torch_metas
@@ -129,6 +130,9 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         renames.patches,
         module_state.patches,
         lookasides.patches,
+        custom_getattribute.patches,
+        net_modifications.patches,
+        library_state.patches,
         python_values.patches,
         callee_checks.patches,
         unrepeatable_calls.patches,

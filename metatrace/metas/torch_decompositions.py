@@ -23,6 +23,14 @@ propagate through ported prims, the grad transform uses those ops' rules):
   every number it bakes in: metatrace.proxies.float_numbers): thunder's fake-tensor meta read
   the sizes' values, and the result carries no gradient to the tensor it is called on.
 
+A registered function eager PyTorch accepts more of than thunder's definition:
+
+- ``torch.cat(tensors, dim)`` skips 1-d empty tensors (shape ``(0,)``) beside tensors of more
+  dimensions, as eager's legacy rule does (thunder's ``cat`` raised "Expected dimension in
+  inclusive range"): transformers' ``DynamicLayer`` starts its key/value cache as
+  ``torch.tensor([])`` and concatenates the first keys to it along ``dim=-2``, in every decoder's
+  forward with the default ``use_cache=True``.
+
 The functions are lookasides of the torch functions and entries of thunder's method table for
 tensor proxies (``thunder.torch.langctx._method_name_to_fn_map``); what they do not cover calls
 thunder's symbol, as before.
@@ -77,6 +85,24 @@ def _diff(input, n=1, dim=-1, prepend=None, append=None):
         a, b = ltorch.getitem(x, later), ltorch.getitem(x, earlier)
         x = ltorch.ne(a, b) if x.dtype is dtypes.bool8 else ltorch.sub(a, b)
     return x
+
+
+def _is_legacy_empty(t) -> bool:
+    return isinstance(t, TensorProxy) and t.ndim == 1 and t.shape[0] == 0
+
+
+def _cat(tensors, dim=0, *, out=None):
+    """torch.cat, with eager's skipping of ``(0,)``-shaped tensors beside higher-dimensional ones
+    (their shape is static: a symbolic first size reaches the comparison, which guards it)."""
+    if out is None and isinstance(tensors, (tuple, list)) and any(
+        isinstance(t, TensorProxy) and t.ndim > 1 for t in tensors
+    ):
+        kept = [t for t in tensors if not _is_legacy_empty(t)]
+        if len(kept) < len(tensors):
+            tensors = kept
+    if out is not None:
+        return ltorch.cat(tensors, dim, out=out)
+    return ltorch.cat(tensors, dim)
 
 
 # new_empty's "fill": its values are unspecified, so thunder's empty
@@ -135,6 +161,7 @@ def patches() -> list[Patch]:
     table = (
         (torch.addmm, torch.Tensor.addmm, _addmm),
         (torch.diff, torch.Tensor.diff, _diff),
+        (torch.cat, None, _cat),
         (None, torch.Tensor.new_ones, _new_ones),
         (None, torch.Tensor.new_zeros, _new_zeros),
         (None, torch.Tensor.new_full, _new_full),
@@ -147,5 +174,7 @@ def patches() -> list[Patch]:
         for fn in (function, method, decomposition):
             if fn is not None:
                 rows.append(item(jit_ext._general_jit_lookaside_map, fn, _lookaside(decomposition), why, label=general))
-        rows.append(item(importlib.import_module("thunder.torch.langctx")._method_name_to_fn_map, method.__name__, decomposition, why, label=methods))
+        if method is not None:
+            rows.append(item(importlib.import_module("thunder.torch.langctx")._method_name_to_fn_map, method.__name__,
+                             decomposition, why, label=methods))
     return rows
