@@ -27,12 +27,69 @@ recompile_logger = logging.getLogger("metatrace.recompiles")
 
 @dataclass(frozen=True)
 class EntryGuards:
+    """One cache entry's guards. ``guards``: every check, as text. ``str()`` reads like torch's
+    guard log: the guards on the call's inputs in full (relational ones and pins with their
+    reasons), then one line per kind of the jitted module's static state (its values, its
+    parameters' and buffers' metadata), whose number grows with the layer count;
+    ``verbose=True`` (``explain(fn, verbose=True)``) lists those too."""
+
     index: int
     guards: list[str]
+    verbose: bool = False
+
+    @property
+    def on_inputs(self) -> list[str]:
+        """The guards on the function's arguments, globals and closures (not on ``self``)."""
+        return [g for g in self.guards if _state_kind(g) is None]
+
+    @property
+    def on_state(self) -> dict[str, list[str]]:
+        """The checks of the jitted module's own state, by kind (values, tensors)."""
+        kinds: dict[str, list[str]] = {}
+        for g in self.guards:
+            kind = _state_kind(g)
+            if kind is not None:
+                kinds.setdefault(kind, []).append(g)
+        return kinds
 
     def __str__(self) -> str:
-        body = "\n".join(f"  {g}" for g in self.guards) or "  (no guards)"
+        if self.verbose:
+            lines = list(self.guards)
+        else:
+            lines = self.on_inputs + [_summary(kind, texts) for kind, texts in self.on_state.items()]
+        body = "\n".join(f"  {g}" for g in lines) or "  (no guards)"
         return f"cache entry {self.index}:\n{body}"
+
+
+# A check of the module's state: its subject is ``self`` or under it.
+_STATE_SUBJECT = re.compile(r"^(?:len\()?self(?:[.\[:]|\b)")
+# A tensor's metadata check (``self.lm_head.weight: rank 2, ...``, ``....weight.shape[0] == 64``).
+_TENSOR_CHECK = re.compile(r"^(?:len\()?([\w.\[\]']+?)(?::\s| \(|\.shape\[\d+\] ==)")
+TENSORS, VALUES = "module tensors", "module values"
+
+
+def _state_kind(text: str) -> str | None:
+    if not _STATE_SUBJECT.match(text):
+        return None
+    tensor = _TENSOR_CHECK.match(text)
+    if tensor is not None and (": rank " in text or ".shape[" in text):
+        return TENSORS
+    return VALUES
+
+
+def _family(subject: str) -> str:
+    """``self.transformer.h.0.attn.weight`` -> ``self.transformer.h.*.attn.weight``: one pattern per
+    repeated layer."""
+    return re.sub(r"\.\d+(?=\.|$)", ".*", subject)
+
+
+def _summary(kind: str, texts: list[str]) -> str:
+    subjects = dict.fromkeys(_family(re.split(r"[:\s]| ==|\.shape\[", t, maxsplit=1)[0]) for t in texts)
+    shown = list(subjects)[:3]
+    more = f", +{len(subjects) - len(shown)} more" if len(subjects) > len(shown) else ""
+    what = "rank, dtype, device, sizes" if kind == TENSORS else "by value"
+    return (f"{len(texts)} checks of {kind} ({what}: {', '.join(shown)}{more}); "
+            f"explain(fn, verbose=True) lists them")
 
 
 # Prologue unpacks of module state: (symbol name, how the source reads: attribute or path).
@@ -127,14 +184,16 @@ def _jitted_function(jitted_fn):
     return getattr(cd, "fn", None)
 
 
-def explain(jitted_fn) -> list[EntryGuards]:
+def explain(jitted_fn, verbose: bool = False) -> list[EntryGuards]:
     """The guards of every cache entry of ``jitted_fn``, oldest entry first (each once: thunder
-    and metatrace may both check one value)."""
+    and metatrace may both check one value). Printed, an entry shows the guards on the inputs and
+    one summary line per kind of module state; ``verbose=True`` prints every check."""
     cs = thunder.compile_stats(jitted_fn)
     if cs is None:
         raise ValueError("not a thunder.jit function")
     return [
-        EntryGuards(i, list(dict.fromkeys(_entry_guard_texts(entry.prologue_traces[-1], _jitted_function(jitted_fn)))))
+        EntryGuards(i, list(dict.fromkeys(_entry_guard_texts(entry.prologue_traces[-1], _jitted_function(jitted_fn)))),
+                    verbose)
         for i, entry in enumerate(cs.interpreter_cache)
     ]
 

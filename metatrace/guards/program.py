@@ -166,13 +166,18 @@ def _size_names(inputs) -> set[str]:
             for s in p._shape if isinstance(s, NumberProxy)}
 
 
-def _with_reason(guard, reasons: dict[str, str]) -> str:
+def _with_reason(guard, reasons: dict[str, str], excluded: dict | None = None) -> str:
     """A pin (one input size or number equal to a constant) says what fixed it: the value baked
-    in and the line that did (``k.shape[1] == 4 (float() at model.py:12 in forward)``). A
-    relation or a pin that only branches decided reads as it is."""
+    in and the line that did (``k.shape[1] == 4 (float() at model.py:12 in forward)``). An
+    exclusion (``B != 64``: one value, or one relation, that recompiles) says which check decided
+    it (``B != 64 (checked at thunder/clang/__init__.py:123 in maybe_broadcast)``). A range or a
+    pin that only branches decided reads as it is."""
     parts = guard.parts
     is_pin = len(guard.leaves) == 1 and len(parts) == 3 and parts[1] == "=="
     reason = reasons.get(guard.leaves[0]) if is_pin else None
+    if reason is None and len(parts) == 3 and parts[1] == "!=" and excluded:
+        where = excluded.get(frozenset(guard.leaves))
+        reason = f"checked at {where}" if where else None
     return f"{guard.text} ({reason})" if reason else guard.text
 
 
@@ -188,6 +193,7 @@ class _Projected:
     leaves: dict = field(default_factory=dict)  # leaf name -> proxy, in first-use order
     reasons: dict = field(default_factory=dict)  # leaf name -> what first baked in a value computed from it
     decided: dict = field(default_factory=dict)  # leaf name -> the first branch or check that read it
+    excluded: dict = field(default_factory=dict)  # leaf names of a != guard -> the line that decided it
     pin_all: str | None = None  # why every input is pinned (a guard no input expression can state)
 
 
@@ -233,6 +239,8 @@ def _project_guards(ctx, inputs, collector: GuardCollector, producers: dict, siz
                 out.reasons.setdefault(p.name, guard.why + (f" at {guard.where}" if guard.where else ""))
             elif guard.where:
                 out.decided.setdefault(p.name, f"checked at {guard.where}")
+        if guard.op == "ne" and guard.where:
+            out.excluded.setdefault(frozenset(p.name for p in guard_leaves), guard.where)
         out.guards.append(guard)
     return out
 
@@ -263,7 +271,7 @@ def add_prologue_constraints(
             # as n does not hold (metatrace.proxies.float_numbers.guard_exact_float)
             raise _AsRecorded()
         checked = simplify(guards, producers, input_sizes_and_numbers(inputs), names, sizes)
-        texts = [_with_reason(g, projected.decided | projected.reasons) for g in checked]
+        texts = [_with_reason(g, projected.decided | projected.reasons, projected.excluded) for g in checked]
         used = {name for g in checked for name in g.leaves}
         program = GuardProgram(program_id, checked, texts, [p for n, p in leaves.items() if n in used], producers,
                                number_types=types)
