@@ -22,7 +22,7 @@ from metatrace.grad import deferred_guards, rules
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
     callee_checks, collector_pacing, custom_getattribute, interpreter_costs, jit, library_state, lookasides,
-    module_state, net_modifications, python_values, unrepeatable_calls,
+    module_state, python_values, unrepeatable_calls,
 )
 from metatrace.passes import distributed, size_producers
 from metatrace.metas import python_executor, torch_decompositions, torch_metas
@@ -131,7 +131,6 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         module_state.patches,
         lookasides.patches,
         custom_getattribute.patches,
-        net_modifications.patches,
         library_state.patches,
         python_values.patches,
         callee_checks.patches,

@@ -15,6 +15,7 @@ workloads against stock thunder.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -165,3 +166,29 @@ def test_inference_entry_guards_name_operands_by_source(llama2_inference_entry):
     _, (entry,) = llama2_inference_entry
     unnamed = [g for g in _relational_guards(entry) if re.search(r"\b[itfb]\d+\b", g)]
     assert unnamed == []
+
+
+def test_inference_entry_explains_in_at_most_20_lines(llama2_inference_entry):
+    # the module's values and its parameters' metadata are one summary line per kind
+    _, (entry,) = llama2_inference_entry
+    assert len(str(entry).splitlines()) <= 20, str(entry)
+
+
+def test_inference_entry_verbose_lists_every_check(llama2_inference_entry):
+    _, (entry,) = llama2_inference_entry
+    verbose = dataclasses.replace(entry, verbose=True)
+    assert str(verbose).splitlines()[1:] == [f"  {g}" for g in entry.guards]
+
+
+def test_inference_entry_summary_counts_the_module_checks(llama2_inference_entry):
+    _, (entry,) = llama2_inference_entry
+    counted = sum(int(line.split()[0]) for line in str(entry).splitlines() if " checks of module " in line)
+    assert counted == sum(len(texts) for texts in entry.on_state.values())
+
+
+def test_inference_entry_pins_and_exclusions_say_why(llama2_inference_entry):
+    # a guard that fixes or excludes one value of an input (B == 2, B != 64) names its decision
+    _, (entry,) = llama2_inference_entry
+    single = [g for g in entry.on_inputs if not g.startswith("len(") and "(" not in g
+              and (re.fullmatch(r"\S+ == -?\d+", g) or " != " in g)]
+    assert single == [], "\n".join(entry.on_inputs)
