@@ -231,11 +231,10 @@ def _as_value_lookaside(fn, why: str, fallback):
     return lookaside
 
 
-def _str_fallback(*args, **kwargs):
-    # str is a type: without a lookaside the interpreter calls it through type.__call__
+def _type_fallback(typ):  # str, set: types, which without a lookaside the interpreter calls through type.__call__
     from thunder.core.interpreter import _type_call_lookaside
 
-    return _type_call_lookaside(wrap_const(str), *args, **kwargs)
+    return lambda *args, **kwargs: _type_call_lookaside(wrap_const(typ), *args, **kwargs)
 
 
 def _calling_file() -> str | None:
@@ -471,7 +470,8 @@ def _is_contiguous_meta(original):
 # The patches
 # ---------------------------------------------------------------------------------------------
 
-_AS_VALUE = {str: "str()", repr: "repr()", ascii: "ascii()", format: "format()", hash: "hash()"}
+_AS_VALUE = {str: "str()", repr: "repr()", ascii: "ascii()", format: "format()", hash: "hash()", set: "set()",
+             frozenset: "frozenset()"}  # a set of sizes decides by value (a proxy hashes by identity)
 _LOOKASIDES = "thunder.core.jit_ext._general_jit_lookaside_map"
 
 
@@ -486,8 +486,8 @@ def patches() -> list[Patch]:
                         label=_LOOKASIDES)
           for fn in _PY_BUILTINS),
         *(patching.item(lookasides, fn,
-                        _as_value_lookaside(fn, why, _str_fallback if fn is str else interpreter_needs_wrap(fn)),
-                        "str/repr/ascii/format/hash see a number's value", label=_LOOKASIDES)
+                        _as_value_lookaside(fn, why, _type_fallback(fn) if isinstance(fn, type) else interpreter_needs_wrap(fn)),
+                        "str/repr/ascii/format/hash/set see a number's value", label=_LOOKASIDES)
           for fn, why in _AS_VALUE.items()),
         patching.item(lookasides, type, _type_lookaside(_default_lookaside_map[type]),
                       "type() of a number is its Python type", label=_LOOKASIDES),
