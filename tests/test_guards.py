@@ -333,3 +333,26 @@ def test_a_check_failing_on_a_later_call_raises_the_plain_failure(enabled):
         with pytest.raises(GuardFailure) as failure:
             check_guards(program_id, *bad)
     assert type(failure.value) is GuardFailure
+
+
+def _weighted_by_position(x, **kw):
+    out = x
+    for i, (_, v) in enumerate(kw.items()):
+        out = out * (i + 2) + v
+    return out
+
+
+@pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
+def test_keyword_order_misses_the_entry(enabled, cache):
+    # issue 30: the entry of f(x, a=, b=) served f(x, b=, a=) with the first order's result
+    jf = thunder.jit(_weighted_by_position, cache=cache)
+    x, a, b = torch.randn(3), torch.randn(3), torch.randn(3) * 10
+    for kw in ({"a": a, "b": b}, {"b": b, "a": a}, {"a": a, "b": b}):
+        torch.testing.assert_close(jf(x, **kw), _weighted_by_position(x, **kw))
+    assert thunder.cache_misses(jf) == 2
+
+
+def test_keyword_order_is_explained(enabled):
+    jf = thunder.jit(_weighted_by_position, cache="symbolic values")
+    jf(torch.randn(3), b=torch.randn(3), a=torch.randn(3))
+    assert "keyword arguments in the order b, a" in metatrace.explain(jf)[0].guards

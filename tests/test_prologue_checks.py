@@ -86,3 +86,4 @@ def test_a_changed_tensor_misses_the_entry(enabled, cache):
     for a in calls:
         torch.testing.assert_close(jf(a), fn(a))
     assert thunder.cache_misses(jf) == 4
+

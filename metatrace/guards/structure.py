@@ -99,6 +99,18 @@ class NumberTypes(tuple):
     """Expected types of the number arguments, checked together (``(int, float)``)."""
 
 
+class KeywordOrder(tuple):
+    """The order of the keyword arguments: a trace that iterates ``**kwargs`` bakes it in (the
+    entry of ``f(x, a=1, b=2)`` served ``f(x, b=2, a=1)`` with the other order's result)."""
+
+    @property
+    def text(self) -> str:
+        return f"keyword arguments in the order {', '.join(self)}"
+
+    def matches(self, keys, *aliased) -> bool:
+        return tuple(keys()) == self  # ``kwargs.keys``: thunder's prologue unpacks no bare kwargs
+
+
 def number_types_changed(check_id: str, expected: tuple, *values: Any) -> None:
     """Raised where the types of the number arguments differ from ``expected`` (the guard program
     checks them first, :class:`metatrace.guards.program.GuardProgram`)."""
@@ -219,6 +231,15 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
         EXPECTED[structure_id] = describe(value)
         ctx.add_constraint((StructureConstraint(structure_id), proxy))
         texts.append(f"structure of {where}: {EXPECTED[structure_id]}")
+    if len(kwargs) > 1:
+        structure_id = new_id("s")
+        EXPECTED[structure_id] = KeywordOrder(kwargs)
+        with tracectx(trace):
+            proxy = Proxy(prefix="kw", history=ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[
+                ProvenanceRecord(PseudoInst.INPUT_KWARGS, inputs=[]),
+                ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value="keys")]))
+        ctx.add_constraint((StructureConstraint(structure_id), proxy))
+        texts.append(EXPECTED[structure_id].text)
     if symbolic:
         # numbers read from globals, closures and objects (metatrace.interpret.value_proxies.note_number_leaf)
         numbers += [(p, type(p.value)) for p in getattr(ctx, "_metatrace_number_leaves", {}).values()]
