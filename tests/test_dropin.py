@@ -690,3 +690,30 @@ def test_static_numel_called_and_combined_with_symbolic_numbers(enabled):
     jf = thunder.jit(fn, cache=SYMBOLIC)
     for n in (3, 5, 8):
         assert jf(torch.randn(3), n) == fn(torch.randn(3), n)
+
+
+@pytest.mark.parametrize("padding_idx", [0, 2, -1, -5, None])
+def test_embedding_padding_idx_of_any_sign(enabled, padding_idx):
+    # issue 30: padding_idx=-1 is thunder's "none" sentinel; eager's -1 is the last row (its
+    # gradient zeroed): the weight's gradient differed, stock thunder too
+    def f(idx, w):
+        return F.embedding(idx, w, padding_idx=padding_idx)
+
+    jf = thunder.jit(f, cache=SYMBOLIC)
+    for n in (5, 7):
+        idx = torch.tensor([[0, 1, 2, n - 1], [n - 1, 3, 2, 1]])
+        w = torch.randn(n, 3, requires_grad=True)
+        w_ref = w.detach().clone().requires_grad_()
+        out, ref = jf(idx, w), f(idx, w_ref)
+        torch.testing.assert_close(out, ref)
+        out.sum().backward()
+        ref.sum().backward()
+        torch.testing.assert_close(w.grad, w_ref.grad)
+
+
+def test_embedding_padding_idx_out_of_range_raises(enabled):
+    jf = thunder.jit(lambda idx, w: F.embedding(idx, w, padding_idx=-6), cache=SYMBOLIC)
+    with pytest.raises(Exception):
+        F.embedding(torch.tensor([0]), torch.randn(5, 3), padding_idx=-6)
+    with pytest.raises(Exception):
+        jf(torch.tensor([0]), torch.randn(5, 3))

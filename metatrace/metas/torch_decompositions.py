@@ -31,6 +31,10 @@ A registered function eager PyTorch accepts more of than thunder's definition:
   ``torch.tensor([])`` and concatenates the first keys to it along ``dim=-2``, in every decoder's
   forward with the default ``use_cache=True``.
 
+- ``F.embedding(idx, w, padding_idx=p)`` with ``p < 0`` is ``p + w.shape[0]``, as eager
+  normalizes it: thunder passed ``-1`` on, its "no padding index" sentinel, and the weight's
+  gradient at row ``-1`` was not zeroed (stock thunder too).
+
 The functions are lookasides of the torch functions and entries of thunder's method table for
 tensor proxies (``thunder.torch.langctx._method_name_to_fn_map``); what they do not cover calls
 thunder's symbol, as before.
@@ -39,6 +43,7 @@ thunder's symbol, as before.
 from __future__ import annotations
 
 import thunder.core.dtypes as dtypes
+import thunder.core.utils as utils
 import thunder.core.jit_ext as jit_ext
 import thunder.torch as ltorch
 import importlib
@@ -105,6 +110,19 @@ def _cat(tensors, dim=0, *, out=None):
     return ltorch.cat(tensors, dim)
 
 
+def _embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+               sparse=False):
+    if padding_idx is not None and isinstance(weight, TensorProxy) and weight.ndim >= 1:
+        n = weight.shape[0]
+        # eager's check, before the normalized index could become thunder's sentinel again (-6 of 5 rows)
+        utils.check(-n <= padding_idx < n, lambda: "Padding_idx must be within num_embeddings",
+                    exception_type=AssertionError)
+        if padding_idx < 0:
+            padding_idx = padding_idx + n
+    return ltorch.embedding(input, weight, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
+                            scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+
+
 # new_empty's "fill": its values are unspecified, so thunder's empty
 _EMPTY = object()
 
@@ -162,6 +180,7 @@ def patches() -> list[Patch]:
         (torch.addmm, torch.Tensor.addmm, _addmm),
         (torch.diff, torch.Tensor.diff, _diff),
         (torch.cat, None, _cat),
+        (torch.nn.functional.embedding, None, _embedding),
         (None, torch.Tensor.new_ones, _new_ones),
         (None, torch.Tensor.new_zeros, _new_zeros),
         (None, torch.Tensor.new_full, _new_full),
