@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from metatrace import patching, thunderfx
 from metatrace.codegen import cache
 from metatrace.proxies import clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads
-from metatrace.grad import deferred_guards, rules
+from metatrace.grad import deferred_guards, requires_grad, rules
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
     callee_checks, collector_pacing, custom_getattribute, interpreter_costs, jit, library_state, lookasides,
-    module_state, python_values, unrepeatable_calls,
+    module_state, python_values, tensor_metadata, unrepeatable_calls,
 )
 from metatrace.passes import distributed, size_producers
 from metatrace.metas import python_executor, torch_decompositions, torch_metas
@@ -133,6 +133,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         custom_getattribute.patches,
         library_state.patches,
         python_values.patches,
+        tensor_metadata.patches,
         callee_checks.patches,
         unrepeatable_calls.patches,
         # symbolic numbers: concretizations become guards, arithmetic keeps producers
@@ -151,6 +152,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         # grad transform
         lambda: rules.patches(loaded.grad_rules),
         deferred_guards.patches,
+        requires_grad.patches,
         # later stages: every trace keeps producers for its size symbols
         size_producers.patches,
         distributed.patches,

@@ -1,0 +1,203 @@
+"""``requires_grad`` as eager computes it: on the trace's tensors, and on the tensors returned.
+
+thunder gives a prim's output its first tensor input's flag (``TensorProxy(like=a)``), so with
+``z = x * y`` and only ``y`` requiring grad, ``z.requires_grad`` read in the function is False;
+and its autograd.Function returns every floating output of a differentiated trace as requiring
+grad, so a tensor computed under ``torch.no_grad()`` (or ``inference_mode``, or after
+``torch.set_grad_enabled(False)``) inside the function comes back requiring grad. Eager's rule,
+op by op: the output requires grad when grad mode is on, some tensor input requires grad, and
+its dtype is floating or complex. Composites return their prims' outputs, so the rule runs at
+the prims; factories (``zeros_like`` is ``prims.full``) take no tensor and get False.
+
+- ``Symbol.__call__``: a prim's fresh tensor outputs get eager's flag. An auto-registered torch
+  op ran eager's own rule on fake tensors (``detach`` gives False): it keeps its flag, and the
+  trace's grad mode.
+- ``thunder.CacheEntry``: which flat outputs eager returns without grad, read from the entry's
+  first computation trace (whose return lists the outputs in the order the forward trace
+  returns them), kept for the entry's backward function (:data:`NON_DIFFERENTIABLE`).
+- ``connect_to_autograd``: those outputs are marked non-differentiable in thunder's
+  autograd.Function (the backward still receives a zero cotangent for each, as before).
+- the grad mode the function leaves (``torch.set_grad_enabled(False)`` called as a function):
+  set on every call the entry serves, not only the call that compiled it.
+- ``torch.is_grad_enabled()`` inside the function: the trace's mode (thunder read the caller's).
+- ``torch.inference_mode()`` inside the function: no grad inside, as thunder's ``no_grad``
+  (thunder ran its ``__enter__`` opaquely, switching nothing in the trace).
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from contextvars import ContextVar
+
+import thunder
+import thunder.core.jit_ext as jit_ext
+import thunder.executors.torch_autograd as torch_autograd
+import torch
+from thunder.core import dtypes
+from thunder.core.compile_data import get_compile_data
+from thunder.core.interpreter import _interpret_call
+from thunder.core.prims import OpTags
+from thunder.core.proxies import TensorProxy
+from thunder.core.pytree import tree_iter
+from thunder.core.symbol import Symbol
+from thunder.core.trace import get_tracectx
+
+from metatrace.patching import Patch, attribute, item
+
+# backward function of a cache entry -> per flat output, True where eager returns it without
+# grad. Lives as long as the entry's backward function (the entry holds it; weak keys).
+NON_DIFFERENTIABLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# The flags of the entry whose outputs connect_to_autograd is connecting (read by the
+# autograd.Function's forward it calls).
+_CONNECTING: ContextVar[tuple[bool, ...] | None] = ContextVar("metatrace_connecting", default=None)
+
+
+def _call(original):
+    @functools.wraps(original)
+    def __call__(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        if self.is_prim and get_tracectx() is not None and (cd := get_compile_data()) is not None:
+            _set_eager_flags(self, args, kwargs, result, cd.is_grad_enabled)
+        return result
+
+    return __call__
+
+
+def _set_eager_flags(sym, args, kwargs, result, grad_enabled: bool) -> None:
+    inputs = [x for x in tree_iter((args, kwargs)) if isinstance(x, TensorProxy)]
+    if OpTags.AUTO_REGISTERED in (sym.tags or ()):
+        flag_of = lambda out: grad_enabled and out._requires_grad  # noqa: E731
+    else:
+        any_input = grad_enabled and any(x._requires_grad for x in inputs)
+        flag_of = lambda out: any_input and dtypes.is_inexact_dtype(out.dtype)  # noqa: E731
+    ids = {id(x) for x in inputs}
+    for out in tree_iter(result):
+        if isinstance(out, TensorProxy) and id(out) not in ids:
+            out._requires_grad = flag_of(out)
+
+
+def _cache_entry(original):
+    @functools.wraps(original)
+    def cache_entry(*fields, **kwargs):
+        entry = original(*fields, **kwargs)
+        if not entry.computation_traces:
+            return entry
+        first = entry.computation_traces[0]
+        if entry.backward_fn is not None:
+            flags = _non_differentiable_outputs(first)
+            if any(flags):
+                NON_DIFFERENTIABLE[entry.backward_fn] = flags
+        final = _grad_mode_left(first)
+        if final is not None:
+            entry = entry._replace(prologue_fn=_leaving_grad_mode(entry.prologue_fn, final))
+        return entry
+
+    return cache_entry
+
+
+def _non_differentiable_outputs(trace) -> tuple[bool, ...]:
+    return tuple(isinstance(o, TensorProxy) and not o.requires_grad for o in tree_iter(trace.output))
+
+
+def _grad_mode_left(trace) -> bool | None:
+    """The grad mode the function leaves behind (its last switch), None when it switches none."""
+    for bsym in reversed(trace.bound_symbols):
+        if bsym.sym.id == "set_grad_enabled":
+            return bool(bsym.args[0])
+    return None
+
+
+def _leaving_grad_mode(prologue, final: bool):
+    """thunder sets the grad mode after a call to its compile data's, which each call resets to
+    the caller's mode; the entry's prologue (run on every call it serves) sets the mode the
+    function leaves, as the compile that traced it did."""
+
+    @functools.wraps(prologue)
+    def prologue_fn(*args, **kwargs):
+        result = prologue(*args, **kwargs)
+        get_compile_data().is_grad_enabled = final
+        return result
+
+    return prologue_fn
+
+
+def _connect(original):
+    @functools.wraps(original)
+    def connect_to_autograd(*, backward_fn, flat_output, **kwargs):
+        flags = NON_DIFFERENTIABLE.get(backward_fn)
+        if flags is not None and len(flags) != len(flat_output):
+            raise RuntimeError(
+                f"metatrace: the differentiated trace returns {len(flat_output)} outputs, its first trace "
+                f"{len(flags)}: which of them eager returns without grad is unknown"
+            )
+        if flags is not None and kwargs.get("disable_split_autograd") and kwargs.get("is_differentiable_outputs") is None:
+            kwargs["is_differentiable_outputs"] = tuple(not f for f in flags)
+        token = _CONNECTING.set(flags)
+        try:
+            return original(backward_fn=backward_fn, flat_output=flat_output, **kwargs)
+        finally:
+            _CONNECTING.reset(token)
+
+    return connect_to_autograd
+
+
+def _output_forward(original):
+    forward = original.__func__
+
+    @functools.wraps(forward)
+    def output_forward(ctx, *args):
+        res = forward(ctx, *args)
+        flags = _CONNECTING.get()
+        if flags is not None:
+            ctx.mark_non_differentiable(*(t for t, f in zip(res, flags) if f and isinstance(t, torch.Tensor)))
+        return res
+
+    return staticmethod(output_forward)
+
+
+# Interpreted (thunder tracks the attribute store on the context object, as for no_grad's ``prev``);
+# ``torch._C._set_grad_enabled`` is thunder's grad-mode symbol there.
+def _interpreted_enter(self):
+    self._grad_before_inference_mode = torch.is_grad_enabled()
+    if self.mode:
+        torch._C._set_grad_enabled(False)
+
+
+def _interpreted_exit(self, *exc):
+    torch._C._set_grad_enabled(self._grad_before_inference_mode)
+
+
+def _enter_lookaside(self):
+    return _interpret_call(_interpreted_enter, self)
+
+
+def _exit_lookaside(self, *exc):
+    return _interpret_call(_interpreted_exit, self, *exc)
+
+
+def _is_grad_enabled():
+    """``torch.is_grad_enabled()`` in the function: the trace's grad mode (no_grad's and
+    enable_grad's ``__enter__`` read it for the mode to restore: the real one restored the
+    caller's mode on leaving a nested context)."""
+    return get_compile_data().is_grad_enabled
+
+
+def patches() -> list[Patch]:
+    general = "thunder.core.jit_ext._general_jit_lookaside_map"
+    mode = torch.autograd.grad_mode.inference_mode
+    return [
+        attribute(Symbol, "__call__", _call, "a prim's tensor outputs get eager's requires_grad", wrap=True),
+        attribute(thunder, "CacheEntry", _cache_entry,
+                  "an entry remembers which outputs eager returns without grad", wrap=True),
+        attribute(thunder, "connect_to_autograd", _connect,
+                  "outputs eager returns without grad are connected as non-differentiable", wrap=True),
+        attribute(torch_autograd.ThunderOutputFunction, "forward", _output_forward,
+                  "marks the outputs eager returns without grad non-differentiable", wrap=True),
+        item(jit_ext._general_jit_lookaside_map, torch.is_grad_enabled, jit_ext.interpreter_needs_wrap(_is_grad_enabled),
+             "torch.is_grad_enabled() reads the trace's grad mode", label=general),
+        item(jit_ext._general_jit_lookaside_map, mode.__enter__, _enter_lookaside,
+             "inference_mode disables grad in the trace, as no_grad does", label=general),
+        item(jit_ext._general_jit_lookaside_map, mode.__exit__, _exit_lookaside,
+             "inference_mode restores the grad mode on exit", label=general),
+    ]

@@ -1,0 +1,40 @@
+"""A tensor's ``dtype`` and ``device``, read in the user's code, are torch's objects, as in eager.
+
+thunder's interpreter reads them from the proxy, which holds thunder's own (``thunder.dtypes.float32``,
+``thunder.devices.Device``), and these compare unequal to torch's: ``x.dtype == torch.float32``
+and ``x.dtype is torch.float32`` were False for a float32 ``x``, so a branch on a dtype took the
+wrong arm (``-x if x.dtype != torch.bool else ~x`` negated a bool tensor), ``str(x.device)`` was
+``"thunder.devices.Device(type='cpu')"`` and ``x.dtype.itemsize`` raised. Both values are
+constants of the cache entry: the prologue checks every input tensor's dtype and device.
+
+thunder's own code reads the proxy's attributes directly (not through the interpreter) and
+still sees thunder's objects; the torch-level operators the user's code calls take torch's.
+"""
+
+from __future__ import annotations
+
+import thunder.core.jit_ext as jit_ext
+from thunder.core.devices import to_torch_device
+from thunder.core.dtypes import to_torch_dtype
+from thunder.core.proxies import TensorProxy
+
+from metatrace.patching import Patch, item
+
+_GENERAL = "thunder.core.jit_ext._general_jit_lookaside_map"
+
+
+def _dtype(self):
+    return to_torch_dtype(self.dtype)
+
+
+def _device(self):
+    return to_torch_device(self.device)
+
+
+def patches() -> list[Patch]:
+    return [
+        item(jit_ext._general_jit_lookaside_map, TensorProxy.dtype.fget, jit_ext.interpreter_needs_wrap(_dtype),
+             "x.dtype in the user's code is torch's dtype", label=_GENERAL),
+        item(jit_ext._general_jit_lookaside_map, TensorProxy.device.fget, jit_ext.interpreter_needs_wrap(_device),
+             "x.device in the user's code is torch's device", label=_GENERAL),
+    ]
