@@ -25,7 +25,7 @@ from metatrace.interpret import (
     module_state, python_values, tensor_metadata, unrepeatable_calls,
 )
 from metatrace.passes import distributed, size_producers
-from metatrace.metas import python_executor, torch_decompositions, torch_metas
+from metatrace.metas import inplace_casts, python_executor, torch_decompositions, torch_metas
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
 from metatrace.codegen.loader import load
@@ -146,6 +146,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         # torch-level metas; the python executor's number operators and the prologue's guard operators
         torch_metas.patches,
         torch_decompositions.patches,
+        inplace_casts.patches,
         python_executor.patches,
         float_numbers.patches,
         prologue_op.patches,

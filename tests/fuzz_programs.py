@@ -18,6 +18,7 @@ It is used by ``tests/test_fuzz.py`` (a fixed-seed slice, and named regressions)
 
 from __future__ import annotations
 
+import contextlib
 import math
 import types
 from dataclasses import dataclass, field
@@ -81,6 +82,38 @@ FAMILIES = {
         "x[:max(l)] * 1", "x[:min(l)] * 1", "sum(l)", "sorted(l)", "(x * 2 if all(v > 0 for v in l) else x)",
         "(x * 2 if 3 in l else x)", "max(l, key=lambda v: -v)",
     ),
+    # grad modes inside the function, requires_grad read and returned (helpers in Program.source)
+    "grad modes": (
+        "under_no_grad(x.float())", "under_no_grad(x.float()) + x.float()", "under_grad_mode(x.float(), {c})",
+        "under_enable_grad(x.float())", "under_inference_mode(x.float())", "torch.is_grad_enabled()",
+        "(x.float() * 2).requires_grad", "x.requires_grad", "x.detach() * x", "(x.detach() * 2).requires_grad",
+        "left_without_grad(x.float())",
+    ),
+    # keyword arguments (a=n, c=r, in either order across calls)
+    "kwargs": (
+        "list(kw)", "sum((i + 1) * v for i, v in enumerate(kw.values()))", "x * len(kw)", "next(iter(kw))",
+        "[k + str(v) for k, v in kw.items()]",
+    ),
+    # sets and dict keys over sizes and numbers: decided by value
+    "size sets": (
+        "len({{x.shape[0], {i}}})", "len(set([x.shape[0], len(l), n]))", "x[:len({{x.shape[0], 2, 3}})] * 1",
+        "sorted({{x.shape[0], n}})", "len({{x.shape[0]: 0, n: 1}})", "x.shape[0] in {{n, 2}}",
+    ),
+    # dtype rules of Python scalars with bool, int and float tensors
+    "dtypes": (
+        "x + True", "x // 2", "x / max(x.shape[0], 1)", "x * 1.5", "x.sum()", "(~x if x.dtype == torch.bool else -x)",
+        "x.to(torch.float32) * ({f})", "x + x", "(x > 1) * 1", "x.dtype == torch.float32",
+    ),
+    # in-place arithmetic: eager refuses a result type the tensor cannot hold
+    "in place": (
+        "x.clone().add_({f})", "x.clone().mul_({i})", "x.clone().div_(2)", "x.clone().sqrt_()", "x.clone().add_(1)",
+        "x.clone().clamp_(min={f})", "x.clone().copy_(x * 1.5)", "x.clone().zero_()",
+    ),
+    # tensor metadata as Python values
+    "metadata": (
+        "x.device.type", "str(x.device)", "x.dtype", "str(x.dtype)", "x.dtype.is_floating_point", "x.is_floating_point()",
+        "x.element_size()", "x.dtype.itemsize", "x.device == torch.device('cpu')", "x.dtype in (torch.float32, torch.int64)",
+    ),
 }
 
 @dataclass
@@ -111,6 +144,31 @@ class Program:
             "def _half_b(self):",
             "    return self.k + 1",
             "",
+            "def under_no_grad(v):",
+            "    with torch.no_grad():",
+            "        return v * 2",
+            "",
+            "def under_grad_mode(v, flag):",
+            "    with torch.set_grad_enabled(flag):",
+            "        return v * 3, torch.is_grad_enabled()",
+            "",
+            "def under_enable_grad(v):",
+            "    with torch.no_grad():",
+            "        with torch.enable_grad():",
+            "            w = v * 2",
+            "        return w, v * 3, torch.is_grad_enabled()",
+            "",
+            "def under_inference_mode(v):",
+            "    with torch.inference_mode():",
+            "        return v + 1",
+            "",
+            "def left_without_grad(v):",
+            "    before = torch.is_grad_enabled()",
+            "    torch.set_grad_enabled(False)",
+            "    w = v * 2",
+            "    torch.set_grad_enabled(before)",
+            "    return w, v * 3",
+            "",
             "class Fuzzed(torch.nn.Module):",
             "    helper = _plus_one",
             "    half = property(_half_a)",
@@ -124,7 +182,7 @@ class Program:
             "        self.mode = 'a'",
             "        self.register_buffer('w', torch.ones(1))",
             "",
-            "    def forward(self, x, n, r, b, l):",
+            "    def forward(self, x, n, r, b, l, **kw):",
             "        return (",
             *(f"            {term}," for term in self.terms),
             "        )",
@@ -140,6 +198,10 @@ class Call:
     b: bool
     l: list[int]
     mutation: str | None = None  # applied to module / globals just before the call
+    dtype: str = "float32"  # x's dtype: float32, float64, int64 or bool
+    grad: bool | None = None  # x requires grad (a floating x only); None: the program's choice
+    no_grad: bool = False  # the call is made under torch.no_grad()
+    kw_reversed: bool = False  # the keyword arguments come as c=r, a=n (else a=n, c=r)
 
 
 @dataclass
@@ -169,7 +231,8 @@ def programs(draw) -> Program:
 
 # How a call follows the one before: a repeat, one input changed (a branch crossing or a
 # reuse attempt: the entry must serve it or miss), or a fresh draw.
-STEPS = ("repeat", "n", "r", "b", "l values", "size", "fresh")
+STEPS = ("repeat", "n", "r", "b", "l values", "size", "fresh", "dtype", "grad", "no_grad", "kw order")
+DTYPES = ("float32", "float64", "int64", "bool")
 
 
 @st.composite
@@ -179,7 +242,8 @@ def calls(draw) -> list[Call]:
     for _ in range(draw(st.integers(2, 5))):
         p = out[-1]
         step = draw(st.sampled_from(STEPS))
-        call = Call(p.size, p.n, p.r, p.b, list(p.l))
+        call = Call(p.size, p.n, p.r, p.b, list(p.l), dtype=p.dtype, grad=p.grad, no_grad=p.no_grad,
+                    kw_reversed=p.kw_reversed)
         if step == "n":
             call.n = draw(ints)
         elif step == "r":
@@ -190,6 +254,14 @@ def calls(draw) -> list[Call]:
             call.l = [draw(st.integers(-1, 5)) for _ in p.l]  # same length: the structure check passes
         elif step == "size":
             call.size = draw(sizes)
+        elif step == "dtype":
+            call.dtype = draw(st.sampled_from(DTYPES))
+        elif step == "grad":
+            call.grad = not (p.grad if p.grad is not None else draw(st.booleans()))
+        elif step == "no_grad":
+            call.no_grad = not p.no_grad
+        elif step == "kw order":
+            call.kw_reversed = not p.kw_reversed
         elif step == "fresh":
             call = Call(draw(sizes), draw(ints), draw(floats), draw(st.booleans()),
                         draw(st.lists(st.integers(-1, 5), min_size=1, max_size=4)))
@@ -278,6 +350,7 @@ def _same(a: Any, b: Any) -> bool:
             isinstance(b, torch.Tensor)
             and a.shape == b.shape
             and a.dtype == b.dtype
+            and a.requires_grad == b.requires_grad
             and torch.allclose(a.detach(), b.detach(), equal_nan=True, rtol=1e-5, atol=1e-6)
         )
     if isinstance(a, (tuple, list)):
@@ -292,10 +365,20 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _inputs(call: Call, requires_grad: bool):
-    x = torch.arange(call.size, dtype=torch.float32) + 1.0
-    if requires_grad:
+    """The positional arguments and the keyword arguments of a call."""
+    if call.dtype == "bool":
+        x = torch.arange(call.size) % 2 == 0
+    else:
+        x = torch.arange(call.size, dtype=getattr(torch, call.dtype)) + 1
+    if (call.grad if call.grad is not None else requires_grad) and x.is_floating_point():
         x.requires_grad_(True)
-    return x, call.n, call.r, call.b, list(call.l)
+    kw = {"c": call.r, "a": call.n} if call.kw_reversed else {"a": call.n, "c": call.r}
+    return (x, call.n, call.r, call.b, list(call.l)), kw
+
+
+def _call(fn, call: Call, args, kw):
+    with torch.no_grad() if call.no_grad else contextlib.nullcontext():
+        return fn(*args, **kw)
 
 
 def _grad_of(outputs, x):
@@ -325,14 +408,14 @@ def check_program(program: Program, sequence: list[Call]) -> Outcome:
         _mutate(eager_ns, eager_module, call.mutation)
         _mutate(jit_ns, jit_module, call.mutation)
         outcome.calls += 1
-        eager_args, jit_args = _inputs(call, program.requires_grad), _inputs(call, program.requires_grad)
+        (eager_args, eager_kw), (jit_args, jit_kw) = _inputs(call, program.requires_grad), _inputs(call, program.requires_grad)
         try:
-            expected = eager_module(*eager_args)
+            expected = _call(eager_module, call, eager_args, eager_kw)
             expected_grad = _grad_of(expected, eager_args[0])
         except Exception as e:  # eager raises: the jitted function must raise too
             expected, expected_grad = e, None
         try:
-            got = jitted(*jit_args)
+            got = _call(jitted, call, jit_args, jit_kw)
             got_grad = _grad_of(got, jit_args[0]) if not isinstance(expected, Exception) else None
         except Exception as e:
             got, got_grad = e, None
@@ -342,11 +425,23 @@ def check_program(program: Program, sequence: list[Call]) -> Outcome:
                 outcome.differences.append(f"{where} eager {_short(expected)}, jitted {_short(got)}")
             continue
         if not _same(expected, got):
-            outcome.differences.append(f"{where} eager {_short(expected)}, jitted {_short(got)}")
+            outcome.differences.append(f"{where} {_first_difference(expected, got)}")
         elif not _same_grad(expected_grad, got_grad):
             outcome.differences.append(f"{where} gradient: eager {_short(expected_grad)}, jitted {_short(got_grad)}")
     outcome.compiles = thunder.cache_misses(jitted)
     return outcome
+
+
+def _first_difference(a: Any, b: Any, where: str = "") -> str:
+    """Where two results first differ (the term's index in the tuple), and the two values there."""
+    if isinstance(a, (tuple, list)) and type(a) is type(b) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            if not _same(x, y):
+                return _first_difference(x, y, f"{where}[{i}]")
+    flags = ""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        flags = f" (requires_grad {a.requires_grad} vs {b.requires_grad})"
+    return f"result{where}: eager {_short(a)}, jitted {_short(b)}{flags}"
 
 
 def _same_grad(a, b) -> bool:

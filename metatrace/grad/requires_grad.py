@@ -12,7 +12,7 @@ the prims; factories (``zeros_like`` is ``prims.full``) take no tensor and get F
 - ``Symbol.__call__``: a prim's fresh tensor outputs get eager's flag. An auto-registered torch
   op ran eager's own rule on fake tensors (``detach`` gives False): it keeps its flag, and the
   trace's grad mode.
-- ``thunder.CacheEntry``: which flat outputs eager returns without grad, read from the entry's
+- ``thunder.CacheEntry.__new__``: which flat outputs eager returns without grad, read from the entry's
   first computation trace (whose return lists the outputs in the order the forward trace
   returns them), kept for the entry's backward function (:data:`NON_DIFFERENTIABLE`).
 - ``connect_to_autograd``: those outputs are marked non-differentiable in thunder's
@@ -79,8 +79,8 @@ def _set_eager_flags(sym, args, kwargs, result, grad_enabled: bool) -> None:
 
 def _cache_entry(original):
     @functools.wraps(original)
-    def cache_entry(*fields, **kwargs):
-        entry = original(*fields, **kwargs)
+    def __new__(cls, *fields, **kwargs):
+        entry = original(cls, *fields, **kwargs)
         if not entry.computation_traces:
             return entry
         first = entry.computation_traces[0]
@@ -93,7 +93,7 @@ def _cache_entry(original):
             entry = entry._replace(prologue_fn=_leaving_grad_mode(entry.prologue_fn, final))
         return entry
 
-    return cache_entry
+    return __new__
 
 
 def _non_differentiable_outputs(trace) -> tuple[bool, ...]:
@@ -188,7 +188,7 @@ def patches() -> list[Patch]:
     mode = torch.autograd.grad_mode.inference_mode
     return [
         attribute(Symbol, "__call__", _call, "a prim's tensor outputs get eager's requires_grad", wrap=True),
-        attribute(thunder, "CacheEntry", _cache_entry,
+        attribute(thunder.CacheEntry, "__new__", _cache_entry,
                   "an entry remembers which outputs eager returns without grad", wrap=True),
         attribute(thunder, "connect_to_autograd", _connect,
                   "outputs eager returns without grad are connected as non-differentiable", wrap=True),

@@ -7,6 +7,9 @@ wrong arm (``-x if x.dtype != torch.bool else ~x`` negated a bool tensor), ``str
 ``"thunder.devices.Device(type='cpu')"`` and ``x.dtype.itemsize`` raised. Both values are
 constants of the cache entry: the prologue checks every input tensor's dtype and device.
 
+``torch.device(...)`` in the user's code makes torch's device too (thunder's makes its own, which
+would compare unequal to ``x.device``); thunder's constructor still checks its arguments.
+
 thunder's own code reads the proxy's attributes directly (not through the interpreter) and
 still sees thunder's objects; the torch-level operators the user's code calls take torch's.
 """
@@ -17,6 +20,9 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.devices import to_torch_device
 from thunder.core.dtypes import to_torch_dtype
 from thunder.core.proxies import TensorProxy
+
+import thunder.torch as ltorch
+import torch
 
 from metatrace.patching import Patch, item
 
@@ -31,8 +37,14 @@ def _device(self):
     return to_torch_device(self.device)
 
 
+def _torch_device(type, index=None):
+    return to_torch_device(ltorch.torch_device(type, index))
+
+
 def patches() -> list[Patch]:
     return [
+        item(jit_ext._general_jit_lookaside_map, torch.device, jit_ext.interpreter_needs_wrap(_torch_device),
+             "torch.device(...) in the user's code is torch's device", label=_GENERAL),
         item(jit_ext._general_jit_lookaside_map, TensorProxy.dtype.fget, jit_ext.interpreter_needs_wrap(_dtype),
              "x.dtype in the user's code is torch's dtype", label=_GENERAL),
         item(jit_ext._general_jit_lookaside_map, TensorProxy.device.fget, jit_ext.interpreter_needs_wrap(_device),
