@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from metatrace import patching, thunderfx
 from metatrace.codegen import cache
 from metatrace.proxies import clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads
-from metatrace.grad import deferred_guards, requires_grad, rules
+from metatrace.grad import deferred_guards, requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
     callee_checks, collector_pacing, custom_getattribute, interpreter_costs, jit, library_state, lookasides,
@@ -154,6 +154,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         lambda: rules.patches(loaded.grad_rules),
         deferred_guards.patches,
         requires_grad.patches,
+        saved_values.patches,
         # later stages: every trace keeps producers for its size symbols
         size_producers.patches,
         distributed.patches,

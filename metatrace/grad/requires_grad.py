@@ -12,6 +12,7 @@ the prims; factories (``zeros_like`` is ``prims.full``) take no tensor and get F
 - ``Symbol.__call__``: a prim's fresh tensor outputs get eager's flag. An auto-registered torch
   op ran eager's own rule on fake tensors (``detach`` gives False): it keeps its flag, and the
   trace's grad mode.
+- ``torch.floor_divide`` of a tensor requiring grad raises as eager does (eager has no derivative).
 - ``thunder.CacheEntry.__new__``: which flat outputs eager returns without grad, read from the entry's
   first computation trace (whose return lists the outputs in the order the forward trace
   returns them), kept for the entry's backward function (:data:`NON_DIFFERENTIABLE`).
@@ -53,15 +54,30 @@ NON_DIFFERENTIABLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _CONNECTING: ContextVar[tuple[bool, ...] | None] = ContextVar("metatrace_connecting", default=None)
 
 
+# torch operators eager refuses to differentiate (its autograd raises on the forward when an
+# input requires grad and grad mode is on); thunder differentiated them.
+NOT_DIFFERENTIABLE = {"torch.floor_divide": "aten::floor_divide"}
+
+
 def _call(original):
     @functools.wraps(original)
     def __call__(self, *args, **kwargs):
+        if self.id in NOT_DIFFERENTIABLE and get_tracectx() is not None:
+            _refuse_gradient(self, args, kwargs)
         result = original(self, *args, **kwargs)
         if self.is_prim and get_tracectx() is not None and (cd := get_compile_data()) is not None:
             _set_eager_flags(self, args, kwargs, result, cd.is_grad_enabled)
         return result
 
     return __call__
+
+
+def _refuse_gradient(sym, args, kwargs) -> None:
+    cd = get_compile_data()
+    if cd is not None and cd.is_grad_enabled and any(
+        isinstance(x, TensorProxy) and x.requires_grad for x in tree_iter((args, kwargs))
+    ):
+        raise RuntimeError(f"derivative for {NOT_DIFFERENTIABLE[sym.id]} is not implemented")
 
 
 def _set_eager_flags(sym, args, kwargs, result, grad_enabled: bool) -> None:

@@ -13,6 +13,10 @@ While metatrace is enabled (``math.floor(-3.25)`` was -3, ``7 ** -2`` was 0):
 - Slices clamp as in eager (``clang._basic_indexing``); ``torch.tensor([n, n])``'s numbers are
   baked in (``clang.tensor_from_sequence``).
 - ``shallow_copy`` of a number, in ``Symbol.__call__``, stays a number the prologue can replay.
+- ``hash(n)`` (a number in a set literal, a dict key, ``n in {...}``) pins the number to its value:
+  thunder hashes a number proxy by its value, so a set or dict decided by the values of one call
+  (``len({x.shape[0], n})``: 2 when they differed, never compared) and the entry served calls where
+  they are equal. (``set()`` and ``frozenset()`` calls decide by value in metatrace.interpret.python_values.)
 """
 
 from __future__ import annotations
@@ -281,8 +285,20 @@ _METHODS: dict[str, Any] = {
 }
 
 
+HASHED = "hash(): a set element or dict key decides by value"
+
+
+def _hash(original):
+    @functools.wraps(original)
+    def __hash__(self):
+        concretizations.static(self, self.value, HASHED)
+        return original(self)
+
+    return __hash__
+
+
 def patches() -> list[Patch]:
-    rows = []
+    rows = [attribute(NumberProxy, "__hash__", _hash, "hash() of a symbolic number pins it to its value", wrap=True)]
     for name, make in _METHODS.items():
         method = make(name, NumberProxy.__dict__[name])
         rows += proxy_method(NumberProxy, name, method,
