@@ -7,8 +7,18 @@ idempotent; ``with metatrace.enable(): ...`` disables again on exit.
 
 from __future__ import annotations
 
-from metatrace.checker import check_trace
+from metatrace.checker import TraceCheckError, check_trace
+from metatrace.codegen.cache import CacheDirectoryError, CorruptCacheError
+from metatrace.errors import MetatraceError
+from metatrace.guards.collect import DataDependentError, GuardFailure
 from metatrace.guards.explain import explain
+from metatrace.guards.structure import ChangedWhileTracing, StructureMismatch
 from metatrace.install import disable, enable, is_enabled
+from metatrace.interpret.unrepeatable_calls import ClockCallError, RandomCallError
 
-__all__ = ["enable", "disable", "is_enabled", "check_trace", "explain"]
+__all__ = [
+    "enable", "disable", "is_enabled", "check_trace", "explain",
+    # errors (all subclasses of MetatraceError)
+    "MetatraceError", "DataDependentError", "RandomCallError", "ClockCallError", "GuardFailure",
+    "ChangedWhileTracing", "StructureMismatch", "TraceCheckError", "CacheDirectoryError", "CorruptCacheError",
+]

@@ -14,6 +14,8 @@ a cotangent from outside), or an output of an earlier bound symbol or subsymbol.
 
 from __future__ import annotations
 
+from metatrace.errors import MetatraceError
+
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -32,7 +34,7 @@ class Orphan:
         return f"{self.symbol} ({self.role}) has no definition before: {self.where}"
 
 
-class TraceCheckError(AssertionError):
+class TraceCheckError(MetatraceError, AssertionError):
     def __init__(self, orphans: list[Orphan]):
         self.orphans = orphans
         shown = "\n  ".join(str(o) for o in orphans[:20])

@@ -1,15 +1,20 @@
 """Differential fuzzing of metatrace: small generated programs, each one jitted function fed a
 sequence of inputs, every result compared with eager PyTorch.
 
-A program is an ``nn.Module`` whose ``forward(self, x, n, r, b, l)`` returns a tuple of terms,
+A program is an ``nn.Module`` whose ``forward(self, x, n, r, b, l, **kw)`` returns a tuple of terms,
 one from each family of templates (``FAMILIES``) over the kinds of Python values a trace can
 depend on: tensor sizes, ints, floats (NaN and signed zeros included), bools, lists, module attributes
 (``self.flag``, ``self.training``, ``self.scale``), globals (a list mutated in place, a dtype
 rebound) and closures, and the functions it calls (a global, a user module's attribute, a
 method replaced on the class or shadowed on the object, a property, an object's attribute,
 edited in place, a forward hook registered and removed, a buffer rebound); with branches, slices, reshapes, factories, builtins over containers,
-numbers seen as strings and types, and gradients. A call sequence repeats inputs, crosses
-branches, uses sizes 0 and 1, and changes module and global state between calls.
+numbers seen as strings and types, and gradients; grad modes inside the function and
+``requires_grad`` read, keyword arguments, sets and dict keys over sizes, dtype rules of scalars
+with bool and int tensors, in-place operators' result types and tensor metadata as Python values.
+A call sequence repeats inputs, crosses branches, uses sizes 0 and 1, changes module and global
+state, x's dtype and ``requires_grad``, an outer ``no_grad`` and the keywords' order between
+calls. Every output's value, dtype and ``requires_grad``, x's gradient and the grad mode the call
+leaves behind are compared.
 
 ``check_program`` runs one program and returns the differences from eager (empty when right).
 It is used by ``tests/test_fuzz.py`` (a fixed-seed slice, and named regressions) and by
@@ -87,7 +92,7 @@ FAMILIES = {
         "under_no_grad(x.float())", "under_no_grad(x.float()) + x.float()", "under_grad_mode(x.float(), {c})",
         "under_enable_grad(x.float())", "under_inference_mode(x.float())", "torch.is_grad_enabled()",
         "(x.float() * 2).requires_grad", "x.requires_grad", "x.detach() * x", "(x.detach() * 2).requires_grad",
-        "left_without_grad(x.float())",
+        "left_without_grad(x.float())", "(torch.ones(1) * x.float()).requires_grad", "left_disabled(x)",
     ),
     # keyword arguments (a=n, c=r, in either order across calls)
     "kwargs": (
@@ -161,6 +166,10 @@ class Program:
             "def under_inference_mode(v):",
             "    with torch.inference_mode():",
             "        return v + 1",
+            "",
+            "def left_disabled(v):",
+            "    torch.set_grad_enabled(False)",
+            "    return v * 2",
             "",
             "def left_without_grad(v):",
             "    before = torch.is_grad_enabled()",
@@ -377,8 +386,13 @@ def _inputs(call: Call, requires_grad: bool):
 
 
 def _call(fn, call: Call, args, kw):
-    with torch.no_grad() if call.no_grad else contextlib.nullcontext():
-        return fn(*args, **kw)
+    """The result of a call, and the grad mode the call leaves behind (restored after)."""
+    try:
+        with torch.no_grad() if call.no_grad else contextlib.nullcontext():
+            out = fn(*args, **kw)
+            return out, torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(True)
 
 
 def _grad_of(outputs, x):
@@ -410,12 +424,12 @@ def check_program(program: Program, sequence: list[Call]) -> Outcome:
         outcome.calls += 1
         (eager_args, eager_kw), (jit_args, jit_kw) = _inputs(call, program.requires_grad), _inputs(call, program.requires_grad)
         try:
-            expected = _call(eager_module, call, eager_args, eager_kw)
+            expected, expected_mode = _call(eager_module, call, eager_args, eager_kw)
             expected_grad = _grad_of(expected, eager_args[0])
         except Exception as e:  # eager raises: the jitted function must raise too
             expected, expected_grad = e, None
         try:
-            got = _call(jitted, call, jit_args, jit_kw)
+            got, got_mode = _call(jitted, call, jit_args, jit_kw)
             got_grad = _grad_of(got, jit_args[0]) if not isinstance(expected, Exception) else None
         except Exception as e:
             got, got_grad = e, None
@@ -426,6 +440,8 @@ def check_program(program: Program, sequence: list[Call]) -> Outcome:
             continue
         if not _same(expected, got):
             outcome.differences.append(f"{where} {_first_difference(expected, got)}")
+        elif expected_mode != got_mode:
+            outcome.differences.append(f"{where} grad mode left: eager {expected_mode}, jitted {got_mode}")
         elif not _same_grad(expected_grad, got_grad):
             outcome.differences.append(f"{where} gradient: eager {_short(expected_grad)}, jitted {_short(got_grad)}")
     outcome.compiles = thunder.cache_misses(jitted)
@@ -454,3 +470,33 @@ def _same_grad(a, b) -> bool:
 def _short(x: Any, limit: int = 300) -> str:
     text = f"{type(x).__name__}: {x}" if isinstance(x, Exception) else repr(x)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# Named regressions: wrong results stock thunder returns too (issue 30), one program per class
+# (terms, calls, whether x requires grad)
+# ---------------------------------------------------------------------------------------------
+
+
+def _calls(*steps, **common):
+    return [Call(**{**dict(size=3, n=1, r=0.5, b=True, l=[1]), **common, **step}) for step in steps]
+
+
+REGRESSIONS = {
+    "no_grad inside": (["under_no_grad(x.float())", "x * 2"], _calls({}, {}), True),
+    "set_grad_enabled(flag)": (["under_grad_mode(x.float(), b)"], _calls({"b": False}, {"b": True}, {"b": False}), True),
+    "enable_grad in no_grad": (["under_enable_grad(x.float())"], _calls({}, {}), True),
+    "inference_mode inside": (["under_inference_mode(x.float())"], _calls({}, {}), True),
+    "set_grad_enabled called": (["left_without_grad(x.float())"], _calls({}, {}), True),
+    "grad mode left behind": (["left_disabled(x)"], _calls({}, {}, {"size": 4}), False),
+    "requires_grad of a result": (["(torch.ones(1) * x.float()).requires_grad"], _calls({}, {}), True),
+    "kwargs order": (["list(kw)"], _calls({}, {"kw_reversed": True}), False),
+    "a set of sizes": (["len({x.shape[0], n})"], _calls({"n": 3}, {"n": 4}, {"size": 2, "n": 2}), False),
+    "a dict keyed by sizes": (["{x.shape[0]: 5}.get(n, 7)"], _calls({"n": 3}, {"n": 4}, {"size": 2, "n": 2}), False),
+    "a dtype branch": (["(~x if x.dtype == torch.bool else -x)"], _calls({"dtype": "bool"}, {"dtype": "float32"}), False),
+    "a dtype compared": (["x.dtype == torch.float32"], _calls({}, {"dtype": "int64"}), False),
+    "an in-place result type": (["x.clone().add_(1.5)"], _calls({"dtype": "int64"}, {"dtype": "float32"}), False),
+    "a device as text": (["str(x.device)", "x.device == torch.device('cpu')"], _calls({}), False),
+    "a saved tensor overwritten": (["x.clone().sqrt_()"], _calls({"size": 4}, {"size": 5}), True),
+    "floor_divide's gradient": (["x // 2"], _calls({}), True),
+}

@@ -348,3 +348,36 @@ def test_disable_restores_every_patched_attribute(enable_disable_snapshots):
 def test_disable_leaves_nothing_else_changed_in_thunder(enable_disable_snapshots):
     before, _, after, _ = enable_disable_snapshots
     assert sorted(changed_locations(before, after)) == []
+
+
+# Exceptions that never reach a user: caught inside metatrace where they are raised.
+INTERNAL_EXCEPTIONS = {"Unprojectable", "_AsRecorded"}
+
+
+def test_every_error_metatrace_raises_to_a_user_is_a_metatrace_error():
+    """One base to catch (``except metatrace.MetatraceError``), each error exported by name."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    found = {}
+    for info in pkgutil.walk_packages(metatrace.__path__, "metatrace."):
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == info.name:
+                found[name] = obj
+    outside = sorted(n for n, cls in found.items()
+                     if n not in INTERNAL_EXCEPTIONS and not issubclass(cls, metatrace.MetatraceError))
+    assert outside == []
+
+
+def test_every_metatrace_error_is_exported():
+    import importlib
+    import pkgutil
+
+    errors = set()
+    for info in pkgutil.walk_packages(metatrace.__path__, "metatrace."):
+        module = importlib.import_module(info.name)
+        errors.update(n for n, obj in vars(module).items()
+                      if isinstance(obj, type) and issubclass(obj, metatrace.MetatraceError) and obj.__module__ == info.name)
+    assert errors - set(metatrace.__all__) == set()

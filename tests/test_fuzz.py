@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import metatrace
-from fuzz_programs import Call, Program, calls, check_program, programs
+from fuzz_programs import REGRESSIONS, Call, Program, calls, check_program, programs
 
 # Derandomized: the same programs on every run (a failure here is reproducible as is).
 FIXED_SLICE = settings(
@@ -96,3 +96,12 @@ def test_the_callable_terms_differ_after_their_mutation(term, mutation):
     before = module(*args, **kw)
     fuzz_programs._mutate(ns, module, mutation)
     assert not fuzz_programs._same(before, module(*args, **kw))
+
+
+# Wrong results stock thunder returns too (issue 30), one program per class
+# (fuzz_programs.REGRESSIONS); tests/test_fuzz_stock.py shows each wrong in stock thunder.
+@pytest.mark.parametrize("name", REGRESSIONS)
+def test_a_regression_gives_eagers_result(enabled_module, name):
+    terms, sequence, requires_grad = REGRESSIONS[name]
+    outcome = check_program(Program(terms, requires_grad), sequence)
+    assert outcome.differences == []

@@ -8,6 +8,8 @@ manifest (truncated, edited, half-written by a crash) is detected and regenerate
 
 from __future__ import annotations
 
+from metatrace.errors import MetatraceError
+
 import hashlib
 import json
 import os
@@ -21,11 +23,11 @@ METAS_FILE = "metas.py"
 MANIFEST_FILE = "manifest.json"
 
 
-class CorruptCacheError(Exception):
+class CorruptCacheError(MetatraceError):
     pass
 
 
-class CacheDirectoryError(OSError):
+class CacheDirectoryError(MetatraceError, OSError):
     """The cache directory cannot be created or written: the message names it and the variable
     that moves it."""
 

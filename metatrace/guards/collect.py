@@ -22,6 +22,8 @@ True) and each value baked in (``d == 1`` used as a dimension). When the prologu
 
 from __future__ import annotations
 
+from metatrace.errors import MetatraceError
+
 import math
 import os
 import sys
@@ -36,7 +38,7 @@ from metatrace.guards.record import FLOAT_RANGE, Guard, is_leaf
 from metatrace.metas.number_ops import NEGATION
 
 
-class GuardFailure(Exception):
+class GuardFailure(MetatraceError):
     """Raised by a prologue guard that does not hold: thunder treats it as a cache miss."""
 
 
@@ -86,7 +88,7 @@ def _interpreted_line() -> str:
     return ""
 
 
-class DataDependentError(RuntimeError):
+class DataDependentError(MetatraceError, RuntimeError):
     """A decision or a size depends on a value read from tensor data (``item``, ``tolist``): it has
     no meaning at trace time, so no cache entry can be built on it (torch.compile raises its
     data-dependent guard error in the same place)."""

@@ -14,6 +14,8 @@ thunder's symbolic-values prologue does not check it, and a trace made for ``3``
 
 from __future__ import annotations
 
+from metatrace.errors import MetatraceError
+
 from typing import Any
 
 import torch
@@ -47,7 +49,7 @@ def describe(x: Any) -> Any:
     return type(x).__name__
 
 
-class StructureMismatch(Exception):
+class StructureMismatch(MetatraceError):
     pass
 
 

@@ -22,6 +22,8 @@ with ``time.time_ns()``, and a library's log call in a forward must not stop the
 
 from __future__ import annotations
 
+from metatrace.errors import MetatraceError
+
 import datetime
 import functools
 import inspect
@@ -39,11 +41,11 @@ from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
 
 
-class RandomCallError(RuntimeError):
+class RandomCallError(MetatraceError, RuntimeError):
     """A traced function draws a Python or NumPy random number: the trace would bake it in."""
 
 
-class ClockCallError(RuntimeError):
+class ClockCallError(MetatraceError, RuntimeError):
     """The user's traced code reads a clock: the trace would bake the time in."""
 
 
