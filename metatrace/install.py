@@ -21,7 +21,7 @@ from metatrace.proxies import clang_math, float_numbers, numel, number_methods, 
 from metatrace.grad import deferred_guards, requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
-    callee_checks, collector_pacing, custom_getattribute, interpreter_costs, jit, library_state, lookasides,
+    callee_checks, collector_pacing, custom_getattribute, dropped_stores, interpreter_costs, jit, library_state, lookasides,
     module_state, python_values, tensor_metadata, unrepeatable_calls,
 )
 from metatrace.passes import distributed, size_producers
@@ -129,6 +129,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         interpreter_costs.patches,
         renames.patches,
         module_state.patches,
+        dropped_stores.patches,
         lookasides.patches,
         custom_getattribute.patches,
         library_state.patches,

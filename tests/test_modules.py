@@ -119,3 +119,51 @@ def test_explain_names_module_state_by_its_source(enabled):
     jm(torch.randn(3, 4))
     (entry,) = metatrace.explain(jm)
     assert "self.1.eps == 0.001" in entry.guards
+
+
+class _CachingModule(torch.nn.Module):
+    """Fills a cache on its first call (as a memoizing module does), then reuses it."""
+
+    def __init__(self):
+        super().__init__()
+        self.cache = None
+
+    def forward(self, x):
+        if self.cache is None:
+            self.cache = x * 2
+        return x * self.cache
+
+
+class _BufferModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(3))
+
+    def forward(self, x):
+        self.total.add_(x)
+        return x * self.total
+
+
+def _two_calls(module):
+    return [module(torch.full((3,), 1.0)), module(torch.full((3,), 2.0))]
+
+
+def test_stock_thunder_drops_an_attribute_stored_in_forward():
+    """The case metatrace refuses: stock thunder never stores ``self.cache``, so the second call
+    recomputes it from its own input (8 where eager returns 4)."""
+    assert not metatrace.is_enabled()
+    eager = _two_calls(_CachingModule())
+    jitted = _two_calls(thunder.jit(_CachingModule(), cache="symbolic values"))
+    assert not torch.equal(eager[1], jitted[1])
+
+
+def test_an_attribute_stored_in_forward_that_thunder_drops_raises(enabled):
+    jm = thunder.jit(_CachingModule(), cache="symbolic values")
+    with pytest.raises(metatrace.DroppedStoreError, match=r"self\.cache"):
+        jm(torch.ones(3))
+
+
+def test_a_buffer_updated_in_place_in_forward_equals_eager(enabled):
+    eager = _two_calls(_BufferModule())
+    jitted = _two_calls(thunder.jit(_BufferModule(), cache="symbolic values"))
+    assert all(torch.equal(e, j) for e, j in zip(eager, jitted))
