@@ -192,3 +192,12 @@ def test_inference_entry_pins_and_exclusions_say_why(llama2_inference_entry):
     single = [g for g in entry.on_inputs if not g.startswith("len(") and "(" not in g
               and (re.fullmatch(r"\S+ == -?\d+", g) or " != " in g)]
     assert single == [], "\n".join(entry.on_inputs)
+
+
+def test_last_traces_of_a_training_entry_name_metatraces_passes(enabled):
+    """A pass of metatrace's returns a new trace whose provenance names it, after thunder's."""
+    model = build("llama2-like")
+    jm = thunder.jit(model, cache="symbolic values")
+    training_step(jm, model, training_input(model, 8))
+    headers = [str(t.get_provenance()) for t in thunder.last_traces(jm) if t.get_provenance() is not None]
+    assert any(", then metatrace: " in h for h in headers), headers

@@ -176,6 +176,18 @@ def test_restored_producers_are_bound_symbols_dce_dropped(grad_trace):
     assert added and all(id(b) in before_ids or b.sym.name == "shape" for b in added)
 
 
+def test_restore_returns_a_new_trace_and_leaves_dces_alone(grad_trace):
+    dced = _thunder_dce(grad_trace)
+    kept = list(dced.bound_symbols)
+    restored = restore_size_producers(grad_trace, dced)
+    assert restored is not dced and dced.bound_symbols == kept
+
+
+def test_restore_names_itself_in_the_provenance(grad_trace):
+    restored = restore_size_producers(grad_trace, _thunder_dce(grad_trace))
+    assert "metatrace: restored" in str(restored.get_provenance())
+
+
 def test_index_after_wants_the_orphaned_sizes(grad_trace):
     dced = _thunder_dce(grad_trace)
     assert set(index_after(dced).wanted) == {o.symbol for o in find_orphans(dced)}

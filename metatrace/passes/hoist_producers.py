@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from thunder.core.proxies import NumberProxy, TensorProxy
 
-from metatrace.passes.trace_facts import sizes_of
+from metatrace.passes.trace_facts import sizes_of, with_bound_symbols
 
 
 def hoist_size_producers(trace):
@@ -35,8 +35,7 @@ def hoist_size_producers(trace):
     moves, deadline = plan_moves(index)
     if not any(moves):
         return trace
-    trace.bound_symbols = rebuild(index.bsyms, moves, deadline)
-    return trace
+    return with_bound_symbols(trace, rebuild(index.bsyms, moves, deadline), f"hoisted {sum(map(bool, moves))} size producers")
 
 
 @dataclass

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import thunder.core.prims as prims
 from thunder.core.proxies import CollectionProxy, NumberProxy, Proxy, TensorProxy
 
-from metatrace.passes.trace_facts import binds_inputs, input_names
+from metatrace.passes.trace_facts import binds_inputs, input_names, with_bound_symbols
 
 
 def restore_size_producers(before, after):
@@ -58,8 +58,7 @@ def restore_size_producers(before, after):
     inserts = place_producers(before, index, definitions, restored)
     if not inserts:
         return after
-    after.bound_symbols = insert_placed(index.bsyms, inserts)
-    return after
+    return with_bound_symbols(after, insert_placed(index.bsyms, inserts), f"restored {sum(map(len, inserts.values()))} size producers")
 
 
 @dataclass

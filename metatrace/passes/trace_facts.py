@@ -1,10 +1,24 @@
 """What the size-producer passes read off bound symbols and traces: the sizes a bound symbol's
-tensors carry, which bound symbols bind rather than compute, and a trace's inputs."""
+tensors carry, which bound symbols bind rather than compute, and a trace's inputs; and the new
+trace a pass returns."""
 
 from __future__ import annotations
 
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunder.core.pytree import tree_iter
+from thunder.core.trace import TraceProvenance, from_trace
+
+
+def with_bound_symbols(trace, bsyms: list, what: str):
+    """A new trace with ``trace``'s signature and names and ``bsyms``, whose provenance names
+    the pass that made ``trace`` and then metatrace's (``thunder.last_traces`` shows both):
+    a pass never edits the trace it was given."""
+    new = from_trace(trace)
+    new.bound_symbols = bsyms
+    before = trace.get_provenance()
+    text = f"metatrace: {what}"
+    new.set_provenance(TraceProvenance(f"{before.pss}, then {text}" if before is not None else text))
+    return new
 
 
 def sizes_of(bsym):
