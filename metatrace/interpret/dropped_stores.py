@@ -7,8 +7,10 @@ without a word. The object keeps its old value, so a cache filled on the first c
 (``if self.cache is None: self.cache = x * 2``) was recomputed on every call from that call's
 input: eager returned ``x * 2 * x0``, thunder ``x * 2 * x`` (stock thunder too).
 
-Before thunder processes the recorded modifications, a store it would skip raises
-:class:`DroppedStoreError` naming the attribute. Stores into module buffers
+Before thunder processes the recorded modifications, a store it would skip into an object
+reached from the call (the jitted module, its submodules, the arguments) raises
+:class:`DroppedStoreError` naming the attribute; stores into objects of libraries reached from
+globals (a context manager's or a generator's own state) are left to thunder. Stores into module buffers
 (``register_buffer``) and into proxied objects are written back and stay allowed.
 """
 
@@ -36,12 +38,34 @@ def _dropped(ctx) -> list[str]:
                 and pr.inputs[1].inst is PseudoInst.CONSTANT and pr.inputs[1].value == "__dict__"):
             continue
         owner = pr.inputs[0]
-        if hasattr(owner, "proxy"):
-            continue  # thunder writes these back (prims.pack_attr)
+        if hasattr(owner, "proxy") or not _rooted_in_the_call(owner):
+            continue  # written back (prims.pack_attr); or a library's object (a context manager's state)
         for inst, *args in modifications:
             if inst is PseudoInst.STORE_SUBSCR:
                 dropped.append(f"{_owner_text(owner)}.{args[1].value}")
     return dropped
+
+
+_CALL_ROOTS = (PseudoInst.INPUT_FN, PseudoInst.INPUT_ARGS, PseudoInst.INPUT_KWARGS)
+
+
+def _rooted_in_the_call(record) -> bool:
+    """Whether the object was reached from the jitted function or its arguments (the user's
+    module and what it holds), not from a global."""
+    while record.inst not in _CALL_ROOTS:
+        if not record.inputs:
+            return False
+        if record.inst is PseudoInst.LOAD_ATTR and _FUNCTION_STATE.intersection(_constants(record.inputs[1:])):
+            return False  # the function's globals or closure: code's state, not the call's
+        record = record.inputs[0]
+    return True
+
+
+_FUNCTION_STATE = {"__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__code__"}
+
+
+def _constants(records) -> set:
+    return {r.value for r in records if r.inst is PseudoInst.CONSTANT and isinstance(r.value, str)}
 
 
 def _owner_text(owner) -> str:
