@@ -74,6 +74,14 @@ def find_orphans(trace) -> list[Orphan]:
     return orphans
 
 
+def undefined_in(bsyms, defined: set[str]) -> list[str]:
+    """Names ``bsyms`` (a fusion region's, say) use undefined when ``defined`` is defined before
+    them, by the checker's rules; ``defined`` is left as it was."""
+    orphans: list[Orphan] = []
+    _walk(bsyms, set(defined), orphans)
+    return [o.symbol for o in orphans]
+
+
 def _walk(bsyms, defined: set[str], orphans: list[Orphan]) -> None:
     for bsym in bsyms:
         if bsym.sym.name.startswith("unpack") or bsym.sym.name in ("shape", "get_grad"):

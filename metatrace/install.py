@@ -24,7 +24,7 @@ from metatrace.interpret import (
     callee_checks, collector_pacing, custom_getattribute, dropped_stores, interpreter_costs, jit, library_state, lookasides,
     module_state, python_values, tensor_metadata, unrepeatable_calls,
 )
-from metatrace.passes import distributed, size_producers
+from metatrace.passes import distributed, fusion_regions, size_producers
 from metatrace.metas import inplace_casts, python_executor, torch_decompositions, torch_metas
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
@@ -158,6 +158,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         saved_values.patches,
         # later stages: every trace keeps producers for its size symbols
         size_producers.patches,
+        fusion_regions.patches,
         distributed.patches,
         # the collector paced for the compile's phases (wrapping what the rows above installed there)
         collector_pacing.patches,

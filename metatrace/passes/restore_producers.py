@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import thunder.core.prims as prims
 from thunder.core.proxies import CollectionProxy, NumberProxy, Proxy, TensorProxy
 
+from metatrace.checker import undefined_in
 from metatrace.passes.trace_facts import binds_inputs, input_names, with_bound_symbols
 
 
@@ -90,6 +91,8 @@ def index_after(after) -> AfterIndex:
     defined = input_names(after)  # grows in trace order, as in the checker
     for i, b in enumerate(index.bsyms):
         _note_arguments(index, i, b, defined)
+        if b.sym.is_fusion:
+            _note_region(index, i, b, defined)
         _note_outputs(index, i, b, defined)
     _note_parameters(index, _parameters(after))
     index.wanted = [name for name in index.wanted if name not in index.position]
@@ -106,6 +109,15 @@ def _note_arguments(index: AfterIndex, i: int, b, defined: set) -> None:
                     index.first_use.setdefault(s.name, i)
                     if s.name not in defined:
                         index.wanted.append(s.name)
+
+
+def _note_region(index: AfterIndex, i: int, region, defined: set) -> None:
+    """A fusion region's bound symbols use sizes only the region's tensors carry (a sliced
+    intermediate's ``i828``): dead-code elimination after fusion sees no use of them, and the
+    number op defining them went; they are wanted before the region."""
+    for name in undefined_in(region.subsymbols, defined):
+        index.first_use.setdefault(name, i)
+        index.wanted.append(name)
 
 
 def _note_outputs(index: AfterIndex, i: int, b, defined: set) -> None:

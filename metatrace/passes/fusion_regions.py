@@ -1,0 +1,240 @@
+"""Keeps size arithmetic and shape reads out of fusion regions, so that under symbolic values a
+fusion executor fuses the same tensor ops it fuses under constant values.
+
+A fusion executor fuses runs of bound symbols it can fuse (``torch_compile_ex``'s default
+"consecutive" partition; nvFuser's dataflow partition likewise stops at an op it cannot take). A
+number op (``i43 = operator.add(i42, 3)``) or a ``shape`` read (``(_, _, i744) = shape(t746)``)
+between two tensor ops ends the run there. Under constant values neither is in the trace; under
+symbolic values they sit where the user's code computed them: litgpt's ``llama2-like`` forward
+and backward had 61 regions under ``torch_compile_ex`` where constant values have 2. Before
+each fusion pass, :func:`sizes_before_regions`
+
+1. lifts the sizes a ``shape`` read re-binds: the read names sizes the bound symbol that made
+   its tensor computed in its subsymbols, with number ops from numbers defined before it
+   (``split``'s ``i744 = prims.sub(i737, query_size)``). Those number ops, run by the python
+   executor, replace the read (a size computed otherwise, read off data or an inner tensor,
+   keeps its read);
+2. hoists every number op right after the bound symbol that defines the last of its arguments:
+   the unpacking of the inputs, for almost all of them.
+
+Nothing is computed differently: the lifted ops are the subsymbols' own, and a number op only
+moves earlier, after all it reads. Two walks: one to lift, one to hoist. The region's own copy
+of its bound symbols also needs :func:`without_number_outputs` (``make_compiled`` names every
+output of a region's subsymbols, and a ``shape`` read of a static size outputs an int).
+"""
+
+from __future__ import annotations
+
+import functools
+from numbers import Number
+
+from thunder.core.compile_data import using_symbolic_values
+from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
+from thunder.core.pytree import tree_iter, tree_map
+from thunder.core.trace import TraceProvenance
+
+from metatrace.passes.hoist_producers import is_number_op
+from metatrace.passes.trace_facts import with_bound_symbols
+from metatrace.patching import Patch, attribute
+
+
+def sizes_before_regions(trace):
+    """``trace`` with the sizes ``shape`` reads re-bind computed where their arguments are, and
+    every number op right after what it reads (a new trace; ``trace`` itself when nothing moves)."""
+    # a size is defined once a bound symbol outputs it: thunder's producer map (which the fusion
+    # pass builds regions with) has no entry for a size an input's shape carries
+    arguments = {p.name for p in tree_iter((trace.args, trace.kwargs)) if isinstance(p, Proxy)}
+    bsyms, lifted = lift_shape_reads(list(trace.bound_symbols), arguments)
+    bsyms, hoisted = hoist_number_ops(bsyms)
+    if not (lifted or hoisted):
+        return trace
+    return with_bound_symbols(
+        trace, bsyms, f"lifted {lifted} sizes out of shape reads, hoisted {hoisted} number ops before fusion"
+    )
+
+
+def lift_shape_reads(bsyms: list, defined: set[str]) -> tuple[list, int]:
+    """(bound symbols, number of sizes lifted): each ``shape`` read replaced by the number ops
+    that computed its sizes in earlier bound symbols' subsymbols (``split``'s for its outputs,
+    ``arange``'s for a later ``ge`` of two of them), where those ops' arguments are defined
+    before it; a read keeps the sizes it cannot lift (the others become ``_``)."""
+    computed = _SubsymbolNumberOps(bsyms)
+    defined = set(defined)
+    result, lifted = [], 0
+    for i, b in enumerate(bsyms):
+        if _is_shape_read(b):
+            ops, b = _lift(b, computed.before(i), defined)
+            result.extend(ops)
+            lifted += sum(len(op.flat_proxy_outs) for op in ops)
+            if b is None:
+                continue
+        result.append(b)
+        defined.update(o.name for o in b.flat_proxy_outs)
+    return result, lifted
+
+
+class _SubsymbolNumberOps:
+    """name -> the first number op among the subsymbols (at any depth) of ``bsyms[:i]`` that
+    computes it; indexed as far as asked (each bound symbol once)."""
+
+    def __init__(self, bsyms: list):
+        self.bsyms, self.indexed, self.found = bsyms, 0, {}
+
+    def before(self, i: int) -> dict:
+        while self.indexed < i:
+            todo = list(reversed(self.bsyms[self.indexed].subsymbols))
+            while todo:
+                s = todo.pop()
+                if is_number_op(s):
+                    for o in s.flat_proxy_outs:
+                        self.found.setdefault(o.name, s)
+                else:
+                    todo.extend(reversed(s.subsymbols))
+            self.indexed += 1
+        return self.found
+
+
+def _lift(read, computed: dict, defined: set[str]):
+    """(number ops computing ``read``'s sizes, the read of the sizes left or None). A size
+    already defined needs no read; one ``computed`` computes from defined numbers is lifted."""
+    ops: list = []
+    emitted: set[str] = set()
+
+    def resolve(name: str) -> bool:
+        if name in defined or name in emitted:
+            return True
+        op = computed.get(name)
+        if op is None or not all(resolve(a.name) for a in op.flat_proxy_args):
+            return False
+        executable = _python_executor_form(op)
+        if executable is None:
+            return False
+        ops.append(executable)
+        emitted.update(o.name for o in op.flat_proxy_outs)
+        return True
+
+    outs = read.flat_proxy_outs
+    left = {o.name for o in outs if not resolve(o.name)}
+    defined.update(emitted)
+    if not left:
+        return ops, None
+    if len(left) == len(outs):
+        return ops, read
+    output = tree_map(lambda o: o if not isinstance(o, Proxy) or o.name in left else None, read.output)
+    return ops, read.from_bsym(output=output)
+
+
+def _python_executor_form(op):
+    """``op`` (a number prim from a subsymbol) as the python executor runs it, or None."""
+    from thunder.executors.pythonex import ex
+
+    if op.sym.executor is ex:
+        return op
+    impl = ex.implmap.get(op.sym.id)
+    if impl is None or impl.symbol is None or (impl.checker is not None and not impl.checker(*op.args, **op.kwargs)):
+        return None
+    return op.from_bsym(sym=impl.symbol, subsymbols=[])
+
+
+def _is_shape_read(bsym) -> bool:
+    return bsym.sym.name == "shape"
+
+
+def hoist_number_ops(bsyms: list) -> tuple[list, int]:
+    """(bound symbols, number moved): each number op right after the bound symbol defining the
+    last of its arguments (a number op it reads that moves too counts as where that one goes)."""
+    definer: dict[str, int] = {}  # name -> index of the bound symbol (not a moved number op) after which it exists
+    after: dict[int, list] = {}
+    anchored = [None] * len(bsyms)  # number op i -> the index it goes after, None: stays
+    for i, b in enumerate(bsyms):
+        anchor = None
+        if is_number_op(b):
+            anchor = max((definer.get(a.name, -1) for a in b.flat_proxy_args), default=-1)
+            if anchor >= i - 1:
+                anchor = None  # where it is already (or reads something defined later: left alone)
+        if anchor is None:
+            where = i
+        else:
+            anchored[i] = anchor
+            after.setdefault(anchor, []).append(b)
+            where = anchor
+        for o in b.flat_proxy_outs:
+            definer.setdefault(o.name, where)
+    moved = sum(a is not None for a in anchored)
+    if not moved:
+        return bsyms, 0
+    result = list(after.get(-1, ()))
+    for i, b in enumerate(bsyms):
+        if anchored[i] is None:
+            result.append(b)
+            result.extend(after.get(i, ()))
+    return result, moved
+
+
+def without_number_outputs(bsyms: list) -> list:
+    """Copies of a region's bound symbols whose (and whose subsymbols') number outputs are None:
+    ``make_compiled`` names every output, and a ``shape`` read of a static size outputs an int."""
+    return [_no_numbers(b, subsymbols=[_no_numbers(s) for s in b.subsymbols]) for b in bsyms]
+
+
+def _no_numbers(bsym, subsymbols=None):
+    changed = any(isinstance(o, Number) for o in bsym.flat_outs)
+    if subsymbols is not None and any(a is not b for a, b in zip(subsymbols, bsym.subsymbols)):
+        changed = True
+    if not changed:
+        return bsym
+    kwargs = {"subsymbols": subsymbols} if subsymbols is not None else {}
+    return bsym.from_bsym(output=tree_map(lambda o: None if isinstance(o, Number) else o, bsym.output), **kwargs)
+
+
+def _fusion_pass(original):
+    @functools.wraps(original)
+    def fusion_pass(self, trace):
+        if not using_symbolic_values():
+            return original(self, trace)
+        before = sizes_before_regions(trace)
+        fused = original(self, before)
+        if before is not trace:
+            done = before.get_provenance().pss.rsplit("metatrace: ", 1)[-1]
+            fused.set_provenance(TraceProvenance(f"{fused.get_provenance().pss} (metatrace first: {done})"))
+        return fused
+
+    return fusion_pass
+
+
+def _make_compiled(original):
+    @functools.wraps(original)
+    def make_compiled(bsyms, *args, **kwargs):
+        if using_symbolic_values():
+            bsyms = without_number_outputs(bsyms)
+        return original(bsyms, *args, **kwargs)
+
+    return make_compiled
+
+
+def _can_fuse(original):
+    @functools.wraps(original)
+    def can_fuse(self, bsym):
+        if using_symbolic_values() and (_is_shape_read(bsym) or not any(isinstance(p, TensorProxy) for p in bsym.flat_proxy_outs)):
+            return False  # a number op or a shape read: the python executor runs it, outside any region
+        return original(self, bsym)
+
+    return can_fuse
+
+
+def patches() -> list[Patch]:
+    """The fusion pass of every fusion executor class thunder registered (torch.compile's three
+    executors share one class; nvFuser's where installed), and torch.compile's region builder."""
+    from thunder.extend import FusionExecutor, get_all_executors
+
+    rows, seen = [], set()
+    for ex in get_all_executors():
+        cls = type(ex)
+        if isinstance(ex, FusionExecutor) and cls not in seen and "fusion_pass" in cls.__dict__:
+            seen.add(cls)
+            rows.append(attribute(cls, "fusion_pass", _fusion_pass, "size arithmetic stays out of regions", wrap=True))
+            rows.append(attribute(cls, "can_fuse", _can_fuse, "number ops are no region's", wrap=True))
+    import thunder.executors.torch_compile as torch_compile
+
+    rows.append(attribute(torch_compile, "make_compiled", _make_compiled, "regions name no int outputs", wrap=True))
+    return rows
