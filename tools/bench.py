@@ -43,9 +43,15 @@ values with metatrace disabled, alternated ``--litgpt-repeats`` times, medians a
 11. gpt2-train: Hugging Face GPT-2 (tests/hf_workloads.py's tiny config: 1 layer, hidden 40, 2
     heads, vocab 100), training step (``logits.sum().backward()``) over T = 8, 12, 16, 24, 32 on
     a fresh jitted model, total wall time, compiles included and counted.
+12. torch-compile: litgpt-train's sequence with thunder's ``torch_compile_ex`` first among the
+    executors (inductor, on CPU): total wall time, thunder compiles, dynamo graphs compiled (each
+    one an inductor compile; counted with dynamo's counters), fusion regions of the forward and
+    the backward (stock's under constant values are the target), and the training step on a
+    cache hit at T=32 (median of 5, after the sequence). One alternation by default
+    (``--torch-compile-repeats``): stock compiles inductor once per length (about a minute each).
 
 Sections: codegen, tracing, prologue, nanogpt, litgpt-compile, litgpt-train, litgpt-decode,
-litgpt-hit, lora-train, ddp-train, gpt2-train. ``--only litgpt`` runs the litgpt ones (a name or
+litgpt-hit, lora-train, ddp-train, gpt2-train, torch-compile. ``--only litgpt`` runs the litgpt ones (a name or
 a prefix, comma-separated), ``--skip tracing,nanogpt`` leaves some out.
 """
 
@@ -333,6 +339,37 @@ def _gpt2_sequence(enable: bool) -> tuple[float, int]:
         return time.perf_counter() - start, thunder.cache_misses(jm)
 
 
+def _torch_compile_sequence(config: str, enable: bool) -> dict:
+    """litgpt-train's sequence under ``torch_compile_ex``: seconds, thunder compiles, dynamo graphs
+    compiled, regions of the forward and backward, and the median training step at T=32 on a hit."""
+    import torch
+    from litgpt_workloads import TRAINING_LENGTHS, build, training_input, training_step
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    model = build(config)
+    inputs = [training_input(model, T) for T in TRAINING_LENGTHS]
+    context, cache = _modes(enable)
+    with context:
+        jm = thunder.jit(model, cache=cache, executors=[torch_compile_ex, *thunder.get_default_executors()])
+        start = time.perf_counter()
+        for idx in inputs:
+            training_step(jm, model, idx)
+        seconds = time.perf_counter() - start
+        hit = training_input(model, 32)
+        steps = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            training_step(jm, model, hit)
+            steps.append(time.perf_counter() - t0)
+        regions = tuple(sum(b.sym.is_fusion for b in traces[-1].bound_symbols)
+                        for traces in (thunder.last_traces(jm), thunder.last_backward_traces(jm)))
+        return {"seconds": seconds, "compiles": thunder.cache_misses(jm),
+                "graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"], "regions": regions,
+                "hit": statistics.median(steps)}
+
+
 def _ratio_line(label: str, stock: list, ours: list, unit: str = "s", scale: float = 1.0, fmt: str = ".2f") -> str:
     s, o = statistics.median(stock) * scale, statistics.median(ours) * scale
     return (f"{label} (median of {len(stock)}): stock constant values {s:{fmt}} {unit}, "
@@ -409,8 +446,20 @@ def bench_litgpt_hit(config: str, repeats: int) -> None:
           + "  (target <= 1.10)")
 
 
+def bench_torch_compile(config: str, repeats: int) -> None:
+    stock, ours = _alternate(lambda enable: _torch_compile_sequence(config, enable), repeats)
+    print(_ratio_line(f"litgpt {config} training step over T=8,12,16,24,32,40,48,64 under torch_compile_ex, total",
+                      [r["seconds"] for r in stock], [r["seconds"] for r in ours]) + "  (target <= 0.2)")
+    print(_ratio_line(f"litgpt {config} training step T=32 on a cache hit under torch_compile_ex",
+                      [r["hit"] for r in stock], [r["hit"] for r in ours], "ms", 1e3) + "  (target <= 1.10)")
+    s, o = stock[-1], ours[-1]
+    print(f"  thunder compiles: stock {s['compiles']}, metatrace {o['compiles']} (target 1); dynamo graphs compiled "
+          f"(inductor compiles): stock {s['graphs']}, metatrace {o['graphs']}; fusion regions (forward, backward): "
+          f"stock {s['regions']}, metatrace {o['regions']} (target: stock's)")
+
+
 SECTIONS = ("codegen", "tracing", "prologue", "nanogpt", "litgpt-compile", "litgpt-train", "litgpt-decode", "litgpt-hit",
-            "lora-train", "ddp-train", "gpt2-train")
+            "lora-train", "ddp-train", "gpt2-train", "torch-compile")
 
 
 def _selected(only: str | None, skip: str | None) -> list[str]:
@@ -442,6 +491,8 @@ def main() -> None:
     parser.add_argument("--decode-steps", type=int, default=32, help="decode steps after the 8-token prefill")
     parser.add_argument("--decode-stock", choices=("maxp1", "no-maxp1", "both"), default="both",
                         help="stock decoding with input_pos_maxp1 (recompiles every step), without, or both")
+    parser.add_argument("--torch-compile-repeats", type=int, default=1,
+                        help="stock/metatrace alternations of torch-compile (stock: about 8 minutes each)")
     parser.add_argument("--ddp-timeout", type=float, default=1800,
                         help="seconds to wait for each ddp rank's report before giving up (a hang)")
     args = parser.parse_args()
@@ -481,6 +532,8 @@ def main() -> None:
         bench_ddp_training(config, repeats, args.ddp_timeout)
     if "gpt2-train" in sections:
         bench_gpt2_training(repeats)
+    if "torch-compile" in sections:
+        bench_torch_compile(config, args.torch_compile_repeats)
 
 
 if __name__ == "__main__":
