@@ -5,14 +5,14 @@ A fusion executor fuses runs of bound symbols it can fuse (``torch_compile_ex``'
 "consecutive" partition; nvFuser's dataflow partition likewise stops at an op it cannot take). A
 number op (``i43 = operator.add(i42, 3)``) or a ``shape`` read (``(_, _, i744) = shape(t746)``)
 between two tensor ops ends the run there. Under constant values neither is in the trace; under
-symbolic values they sit where the user's code computed them: litgpt's ``llama2-like`` forward
-and backward had 61 regions under ``torch_compile_ex`` where constant values have 2. Before
+symbolic values they sit where the user's code computed them (each layer's ``split``, RoPE's
+slices, the mask's ``arange`` in litgpt), and the regions of stock's one would be dozens. Before
 each fusion pass, :func:`sizes_before_regions`
 
-1. lifts the sizes a ``shape`` read re-binds: the read names sizes the bound symbol that made
-   its tensor computed in its subsymbols, with number ops from numbers defined before it
-   (``split``'s ``i744 = prims.sub(i737, query_size)``). Those number ops, run by the python
-   executor, replace the read (a size computed otherwise, read off data or an inner tensor,
+1. lifts the sizes a ``shape`` read re-binds: a size already bound needs no read, and one that
+   an earlier bound symbol computed in its subsymbols, with number ops from numbers defined
+   before the read (``split``'s ``i744 = prims.sub(i737, query_size)``), is computed by those
+   number ops, run by the python executor, instead (a size read off data or an inner tensor
    keeps its read);
 2. hoists every number op right after the bound symbol that defines the last of its arguments:
    the unpacking of the inputs, for almost all of them.
@@ -32,6 +32,7 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunder.core.pytree import tree_iter, tree_map
 from thunder.core.trace import TraceProvenance
+from thunder.extend import FusionExecutor
 
 from metatrace.passes.hoist_producers import is_number_op
 from metatrace.passes.trace_facts import with_bound_symbols
@@ -215,7 +216,7 @@ def _make_compiled(original):
 def _can_fuse(original):
     @functools.wraps(original)
     def can_fuse(self, bsym):
-        if using_symbolic_values() and (_is_shape_read(bsym) or not any(isinstance(p, TensorProxy) for p in bsym.flat_proxy_outs)):
+        if isinstance(self, FusionExecutor) and using_symbolic_values() and (_is_shape_read(bsym) or not any(isinstance(p, TensorProxy) for p in bsym.flat_proxy_outs)):
             return False  # a number op or a shape read: the python executor runs it, outside any region
         return original(self, bsym)
 
@@ -224,16 +225,17 @@ def _can_fuse(original):
 
 def patches() -> list[Patch]:
     """The fusion pass of every fusion executor class thunder registered (torch.compile's three
-    executors share one class; nvFuser's where installed), and torch.compile's region builder."""
-    from thunder.extend import FusionExecutor, get_all_executors
+    executors share one class; nvFuser's where installed), ``can_fuse`` wherever one of those
+    classes or their base defines it, and torch.compile's region builder."""
+    from thunder.extend import get_all_executors
 
-    rows, seen = [], set()
-    for ex in get_all_executors():
-        cls = type(ex)
-        if isinstance(ex, FusionExecutor) and cls not in seen and "fusion_pass" in cls.__dict__:
-            seen.add(cls)
-            rows.append(attribute(cls, "fusion_pass", _fusion_pass, "size arithmetic stays out of regions", wrap=True))
-            rows.append(attribute(cls, "can_fuse", _can_fuse, "number ops are no region's", wrap=True))
+    classes = list(dict.fromkeys(type(ex) for ex in get_all_executors() if isinstance(ex, FusionExecutor)))
+    rows = [attribute(cls, "fusion_pass", _fusion_pass, "size arithmetic stays out of regions", wrap=True)
+            for cls in classes if "fusion_pass" in vars(cls)]
+    # (thunder defines can_fuse on Executor, the base of operator executors too: the wrapper
+    # changes nothing for those, which no pass asks)
+    owners = dict.fromkeys(next(c for c in cls.__mro__ if "can_fuse" in vars(c)) for cls in classes)
+    rows += [attribute(cls, "can_fuse", _can_fuse, "number ops are no region's", wrap=True) for cls in owners]
     import thunder.executors.torch_compile as torch_compile
 
     rows.append(attribute(torch_compile, "make_compiled", _make_compiled, "regions name no int outputs", wrap=True))
