@@ -14,8 +14,8 @@ each fusion pass, :func:`sizes_before_regions`
    before the read (``split``'s ``i744 = prims.sub(i737, query_size)``), is computed by those
    number ops, run by the python executor, instead (a size read off data or an inner tensor
    keeps its read);
-2. hoists every number op right after the bound symbol that defines the last of its arguments:
-   the unpacking of the inputs, for almost all of them.
+2. hoists every number op and shape read right after the bound symbol that defines the last of
+   its arguments: the unpacking of the inputs, for almost all of them.
 
 Nothing is computed differently: the lifted ops are the subsymbols' own, and a number op only
 moves earlier, after all it reads. Two walks: one to lift, one to hoist. The region's own copy
@@ -44,34 +44,54 @@ def sizes_before_regions(trace):
     every number op right after what it reads (a new trace; ``trace`` itself when nothing moves)."""
     # a size is defined once a bound symbol outputs it: thunder's producer map (which the fusion
     # pass builds regions with) has no entry for a size an input's shape carries
-    arguments = {p.name for p in tree_iter((trace.args, trace.kwargs)) if isinstance(p, Proxy)}
+    arguments = [p for p in tree_iter((trace.args, trace.kwargs)) if isinstance(p, Proxy)]
     bsyms, lifted = lift_shape_reads(list(trace.bound_symbols), arguments)
     bsyms, hoisted = hoist_number_ops(bsyms)
     if not (lifted or hoisted):
         return trace
     return with_bound_symbols(
-        trace, bsyms, f"lifted {lifted} sizes out of shape reads, hoisted {hoisted} number ops before fusion"
+        trace, bsyms, f"bound sizes early with {lifted} number ops and shape reads, hoisted {hoisted} number ops before fusion"
     )
 
 
-def lift_shape_reads(bsyms: list, defined: set[str]) -> tuple[list, int]:
-    """(bound symbols, number of sizes lifted): each ``shape`` read replaced by the number ops
-    that computed its sizes in earlier bound symbols' subsymbols (``split``'s for its outputs,
-    ``arange``'s for a later ``ge`` of two of them), where those ops' arguments are defined
-    before it; a read keeps the sizes it cannot lift (the others become ``_``)."""
+def lift_shape_reads(bsyms: list, arguments: list) -> tuple[list, int]:
+    """(bound symbols, number of sizes lifted): each ``shape`` read's sizes bound as early as
+    possible instead: by a read of the trace argument whose shape carries them (``input_ids``'s
+    for an embedding's ``(batch_size, kv_length, _)``), by the number ops that computed them in
+    earlier bound symbols' subsymbols (``split``'s for its outputs, ``arange``'s for a later
+    ``ge`` of two of them) where those ops' arguments can be bound so, or by a read of the
+    earliest tensor carrying them. A read keeps the sizes it cannot lift (the others become
+    values)."""
     computed = _SubsymbolNumberOps(bsyms)
-    defined = set(defined)
+    defined = {p.name for p in arguments}
+    owners = _Owners(arguments)
     result, lifted = [], 0
     for i, b in enumerate(bsyms):
-        if _is_shape_read(b):
-            ops, b = _lift(b, computed.before(i), defined)
+        if _is_shape_read(b) and b.flat_proxy_args:
+            ops, b = _lift(b, computed.before(i), owners, defined)
             result.extend(ops)
-            lifted += sum(len(op.flat_proxy_outs) for op in ops)
+            lifted += len(ops)
             if b is None:
                 continue
         result.append(b)
         defined.update(o.name for o in b.flat_proxy_outs)
+        owners.add(b.flat_proxy_outs)
     return result, lifted
+
+
+class _Owners:
+    """size name -> (the earliest tensor carrying it, whether that is a trace argument)."""
+
+    def __init__(self, arguments: list):
+        self.of: dict[str, tuple] = {}
+        self.add(arguments, argument=True)
+
+    def add(self, proxies, argument: bool = False) -> None:
+        for p in proxies:
+            if isinstance(p, TensorProxy):
+                for size in p._shape:
+                    if isinstance(size, NumberProxy):
+                        self.of.setdefault(size.name, (p, argument))
 
 
 class _SubsymbolNumberOps:
@@ -95,34 +115,49 @@ class _SubsymbolNumberOps:
         return self.found
 
 
-def _lift(read, computed: dict, defined: set[str]):
-    """(number ops computing ``read``'s sizes, the read of the sizes left or None). A size
-    already defined needs no read; one ``computed`` computes from defined numbers is lifted."""
+def _lift(read, computed: dict, owners: _Owners, defined: set[str]):
+    """(bound symbols binding ``read``'s sizes earlier, the read of the sizes left or None)."""
     ops: list = []
-    emitted: set[str] = set()
+    tensor = read.flat_proxy_args[0]
+
+    def read_of(owner):
+        """A read of ``owner`` binding every size of it not bound yet (``name`` among them)."""
+        output = tuple(size if isinstance(size, NumberProxy) and size.name not in defined else _value(size)
+                       for size in owner._shape)
+        ops.append(read.sym.bind(owner, output=output))
+        defined.update(size.name for size in output if isinstance(size, NumberProxy))
 
     def resolve(name: str) -> bool:
-        if name in defined or name in emitted:
+        if name in defined:
+            return True
+        owner, is_argument = owners.of.get(name, (None, False))
+        if owner is not None and is_argument:
+            read_of(owner)
             return True
         op = computed.get(name)
-        if op is None or not all(resolve(a.name) for a in op.flat_proxy_args):
-            return False
-        executable = _python_executor_form(op)
-        if executable is None:
-            return False
-        ops.append(executable)
-        emitted.update(o.name for o in op.flat_proxy_outs)
-        return True
+        if op is not None and all(resolve(a.name) for a in op.flat_proxy_args):
+            executable = _python_executor_form(op)
+            if executable is not None:
+                ops.append(executable)
+                defined.update(o.name for o in op.flat_proxy_outs)
+                return True
+        if owner is not None and owner.name != tensor.name:
+            read_of(owner)
+            return True
+        return False
 
     outs = read.flat_proxy_outs
     left = {o.name for o in outs if not resolve(o.name)}
-    defined.update(emitted)
     if not left:
         return ops, None
     if len(left) == len(outs):
         return ops, read
-    output = tree_map(lambda o: o if not isinstance(o, Proxy) or o.name in left else None, read.output)
+    output = tree_map(lambda o: o if not isinstance(o, Proxy) or o.name in left else _value(o), read.output)
     return ops, read.from_bsym(output=output)
+
+
+def _value(size):
+    return size.value if isinstance(size, NumberProxy) else size
 
 
 def _python_executor_form(op):
@@ -142,14 +177,15 @@ def _is_shape_read(bsym) -> bool:
 
 
 def hoist_number_ops(bsyms: list) -> tuple[list, int]:
-    """(bound symbols, number moved): each number op right after the bound symbol defining the
-    last of its arguments (a number op it reads that moves too counts as where that one goes)."""
+    """(bound symbols, number moved): each number op and ``shape`` read right after the bound
+    symbol defining the last of its arguments (one it reads that moves too counts as where that
+    one goes)."""
     definer: dict[str, int] = {}  # name -> index of the bound symbol (not a moved number op) after which it exists
     after: dict[int, list] = {}
     anchored = [None] * len(bsyms)  # number op i -> the index it goes after, None: stays
     for i, b in enumerate(bsyms):
         anchor = None
-        if is_number_op(b):
+        if is_number_op(b) or _is_shape_read(b):
             anchor = max((definer.get(a.name, -1) for a in b.flat_proxy_args), default=-1)
             if anchor >= i - 1:
                 anchor = None  # where it is already (or reads something defined later: left alone)
