@@ -7,7 +7,8 @@
   costs a minute per region on CPU; the next test runs it for real on a small function;
 - inductor gets the regions' sizes as arguments: after the second size no graph is compiled;
 - ``torch_compile_cat_ex`` (claims cat on CUDA only) runs;
-- the pass itself on a trace: number ops right after what they read, shape reads lifted.
+- Hugging Face models as users build them (``AutoConfig``), training: regions equal stock's;
+- the pass itself on a trace: number ops and shape reads right after what they read.
 """
 
 from __future__ import annotations
@@ -74,6 +75,41 @@ def test_litgpt_training_under_torch_compile_ex(inductor_skipped):
         metatrace.check_trace(thunder.last_prologue_traces(jm)[-1])
 
 
+def _hf_training(family: str, cache: str, lengths) -> object:
+    from hf_workloads import build, ids, plain_output_collector
+
+    model = build(family, "user")
+    model.train()
+    with plain_output_collector():
+        jm = thunder.jit(model, cache=cache, executors=executors(torch_compile_ex))
+        for T in lengths:
+            x = ids(T, T, 256)
+            model.zero_grad(set_to_none=True)
+            out = jm(input_ids=x).logits
+            out.sum().backward()
+            grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+            model.zero_grad(set_to_none=True)
+            expected = model(input_ids=x).logits
+            expected.sum().backward()
+            torch.testing.assert_close(out, expected, msg=lambda m: f"T={T}: {m}")
+            for name, p in model.named_parameters():
+                if p.grad is not None:
+                    torch.testing.assert_close(grads[name], p.grad, atol=1e-4, rtol=1e-4,
+                                               msg=lambda m: f"T={T} grad of {name}: {m}")
+    return jm
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["llama", "bert"])
+def test_hf_training_under_torch_compile_ex(inductor_skipped, family):
+    stock = _hf_training(family, "constant values", (8,))
+    stock_regions = regions(thunder.last_traces(stock)[-1]), regions(thunder.last_backward_traces(stock)[-1])
+    with metatrace.enable():
+        jm = _hf_training(family, "symbolic values", (8, 12, 16))
+        assert thunder.cache_misses(jm) == 1
+        assert (regions(thunder.last_traces(jm)[-1]), regions(thunder.last_backward_traces(jm)[-1])) == stock_regions
+
+
 def sizes_and_split(x, w):
     """Size arithmetic between tensor ops: split by sizes, reshape by a product, divide by a count."""
     y = torch.nn.functional.gelu(x @ w)
@@ -136,11 +172,14 @@ def test_number_ops_move_right_after_what_they_read(enabled, inductor_skipped, m
     assert any(is_number_op(b) for b in before.bound_symbols), "the function computes sizes"
     after = sizes_before_regions(before)
     bsyms = after.bound_symbols
+    def moves(b):
+        return is_number_op(b) or b.sym.name == "shape"
+
     defined_at = {}
     for i, b in enumerate(bsyms):
-        if is_number_op(b):
+        if moves(b):
             last = max((defined_at.get(a.name, -1) for a in b.flat_proxy_args), default=-1)
-            assert all(is_number_op(x) for x in bsyms[last + 1:i]), f"{b.sym.name} could go earlier: {b}"
+            assert all(moves(x) for x in bsyms[last + 1:i]), f"{b.sym.name} could go earlier: {b}"
         for o in b.flat_proxy_outs:
             defined_at.setdefault(o.name, i)
     metatrace.check_trace(after)
