@@ -37,6 +37,7 @@ MODULE_COSTS = {
     "test_grad_sweep.py": 130,
     "test_opinfo_sweep.py": 100,  # (0 with its baselines in the cache directory, 260 without)
     "test_finetuning.py": 90,
+    "test_fusion_executors.py": 130,
     "test_bounded_state.py": 85,
     "test_modules.py": 80,
     "test_fuzz.py": 100,

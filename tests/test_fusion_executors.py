@@ -100,12 +100,12 @@ def _hf_training(family: str, cache: str, lengths) -> object:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["llama", "bert"])
+@pytest.mark.parametrize("family", ["llama"])  # (the other families too, outside CI: the closing note of issue 27)
 def test_hf_training_under_torch_compile_ex(inductor_skipped, family):
     stock = _hf_training(family, "constant values", (8,))
     stock_regions = regions(thunder.last_traces(stock)[-1]), regions(thunder.last_backward_traces(stock)[-1])
     with metatrace.enable():
-        jm = _hf_training(family, "symbolic values", (8, 12, 16))
+        jm = _hf_training(family, "symbolic values", (8, 16))
         assert thunder.cache_misses(jm) == 1
         assert (regions(thunder.last_traces(jm)[-1]), regions(thunder.last_backward_traces(jm)[-1])) == stock_regions
 
