@@ -15,64 +15,27 @@ import functools
 import logging
 
 import thunder.transforms.autodiff as autodiff
-from thunder.core.compile_data import _compile_data
 
 from metatrace.metas import concretizations
-from metatrace.passes.hoist_producers import hoist_size_producers
-from metatrace.guards.registry import new_id
 from metatrace.metas.record_state import INTERPRETING
 from metatrace.guards.collect import GuardCollector, exact
-from metatrace.guards.program import GuardProgram, ProgramConstraint, input_sizes_and_numbers, normalize
+from metatrace.guards.grad_program import PendingGradProgram, take_pending_grad_program
+from metatrace.guards.program import GuardProgram, normalize
 from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project
 from metatrace.guards.record import FLOAT_RANGE, Guard
 from metatrace.guards.registry import PROGRAMS
-from thunder.core.proxies import NumberProxy, TensorProxy
-
 from metatrace.guards.simplify import simplify
 from metatrace.patching import Patch, attribute
 
 logger = logging.getLogger("metatrace.guards.collect")
 
-def _compile_stats():
-    try:
-        return _compile_data.get()[1]
-    except LookupError:
-        return None
-
-
-def add_deferred_program(
-    ctx, inputs, names: dict[str, str], display: dict[str, str], forward_texts: list[str] = ()
-) -> None:
-    """Called while the prologue is built: reserve a guard program for the grad transform.
-    ``forward_texts``: the guards the forward's program checks already (not checked twice)."""
-    if not any(isinstance(v.proxy, TensorProxy) and v.proxy.requires_grad for v in inputs):
-        return
-    cs = _compile_stats()
-    if cs is None:
-        return
-    leaves = input_sizes_and_numbers(inputs)
-    if not leaves:
-        return
-    program_id = new_id("g")
-    # The computation trace renames inputs (the interpreter's i3 becomes i): remember both.
-    renamed = [names.get(p.name, p.name) for p in leaves]
-    PROGRAMS[program_id] = GuardProgram(program_id, [], [], leaves, {})
-    shown = [display.get(p.name, p.name) for p in leaves]
-    size_names = {s.name for v in inputs if isinstance(v.proxy, TensorProxy) for s in v.proxy._shape if isinstance(s, NumberProxy)}
-    sizes = {name for p, name in zip(leaves, renamed) if p.name in size_names}  # known >= 0
-    cs._metatrace_pending_grad = (program_id, leaves, renamed, shown, sizes, frozenset(forward_texts))
-    ctx.add_constraint((ProgramConstraint(program_id), *leaves))
-
 
 def _grad_transform_on_trace(original):
     @functools.wraps(original)
     def grad_transform_on_trace(trace, /, *args, **kwargs):
-        cs = _compile_stats()
-        pending = getattr(cs, "_metatrace_pending_grad", None) if cs is not None else None
+        pending = take_pending_grad_program()
         if pending is None:
             return original(trace, *args, **kwargs)
-        cs._metatrace_pending_grad = None
-        program_id, leaves, renamed, shown, sizes, forward_texts = pending
         collector = GuardCollector()
         token = concretizations.COLLECTOR.set(collector)
         recording = INTERPRETING.set(True)
@@ -82,13 +45,15 @@ def _grad_transform_on_trace(original):
             INTERPRETING.reset(recording)
             concretizations.COLLECTOR.reset(token)
         if collector.guards:
-            PROGRAMS[program_id] = _program(program_id, collector, leaves, renamed, shown, sizes, forward_texts, [trace, result])
-        return hoist_size_producers(result)
+            PROGRAMS[pending.program_id] = _program(pending, collector, [trace, result])
+        return result
 
     return grad_transform_on_trace
 
 
-def _program(program_id, collector, leaves, renamed, shown, sizes, forward_texts, traces) -> GuardProgram:
+def _program(pending: PendingGradProgram, collector, traces) -> GuardProgram:
+    program_id, leaves, renamed, shown = pending.program_id, pending.leaves, pending.renamed, pending.shown
+    sizes, forward_texts = pending.sizes, pending.forward_texts
     producers: dict = {}
     for t in traces:
         for name, bsym in producer_map(t, collector).items():

@@ -59,7 +59,7 @@ def concretization_site(limit: int = 40) -> str:
         path = frame.f_code.co_filename
         if path.endswith("/thunder/core/interpreter.py"):
             # a lookaside of thunder's interpreter: the decision is in the user's interpreted code
-            return _interpreted_line() or "user code"
+            return interpreted_line() or "user code"
         if not any(part in path for part in _PLUMBING):
             short = path.split("site-packages/")[-1]
             return f"{short}:{frame.f_lineno} in {frame.f_code.co_name}"
@@ -70,7 +70,7 @@ def concretization_site(limit: int = 40) -> str:
 _THUNDER_DIR = os.path.dirname(thunder.__file__) + os.sep
 
 
-def _interpreted_line() -> str:
+def interpreted_line() -> str:
     """The line of user code thunder's interpreter is running, or ''. thunder interprets some of
     its own helpers too (``getitem_impl`` for ``t[i]``): the innermost frame outside thunder."""
     from thunder.core.interpreter import get_interpreterruntimectx

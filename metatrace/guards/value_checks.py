@@ -178,7 +178,7 @@ def add_value_check(ctx, provenance: ProvenanceRecord, value: Any, why: str, sou
     checked = getattr(ctx, "_metatrace_value_checks", None)
     if checked is None:
         checked = ctx._metatrace_value_checks = set()
-    key = _provenance_key(provenance)
+    key = provenance_key(provenance)
     if key in checked:
         return
     checked.add(key)
@@ -199,7 +199,7 @@ def _short_repr(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _provenance_key(pr: ProvenanceRecord, depth: int = 0) -> Any:
+def provenance_key(pr: ProvenanceRecord, depth: int = 0) -> Any:
     if depth > 24:
         return id(pr)
     value = pr.value if pr.inst is PseudoInst.CONSTANT else None
@@ -207,7 +207,7 @@ def _provenance_key(pr: ProvenanceRecord, depth: int = 0) -> Any:
         hash(value)
     except TypeError:
         value = id(value)
-    return (pr.inst, value, tuple(_provenance_key(i, depth + 1) for i in pr.inputs))
+    return (pr.inst, value, tuple(provenance_key(i, depth + 1) for i in pr.inputs))
 
 
 class ExpectedContiguity:

@@ -42,8 +42,8 @@ from thunder.core.trace import tracectx
 
 from metatrace.guards.explain import readable_source
 from metatrace.guards.registry import EXPECTED, new_id
-from metatrace.guards.value_checks import ValueConstraint, _provenance_key, source_text
-from metatrace.interpret.python_values import _may_register_for_prologue, _rooted_in_arguments, _rooted_in_prologue
+from metatrace.guards.value_checks import ValueConstraint, provenance_key, source_text
+from metatrace.interpret.provenance import may_register_for_prologue, rooted_in_arguments, rooted_in_prologue
 
 # The dicts ``nn.Module._call_impl`` reads (the ``*_with_kwargs`` and ``*_always_called`` dicts are
 # keyed by the same handle ids and change with these).
@@ -174,9 +174,9 @@ def _root_and_path(pr) -> tuple[Any, tuple[str, ...]]:
 def check_module_call(wrapped_module: WrappedValue) -> None:
     """Adds the called module to the entry's check, once per module and trace."""
     pr = wrapped_module.provenance
-    if pr is None or not (pr.inst is PseudoInst.INPUT_FN or _may_register_for_prologue(pr)):
+    if pr is None or not (pr.inst is PseudoInst.INPUT_FN or may_register_for_prologue(pr)):
         return
-    if pr.inst is not PseudoInst.INPUT_FN and (not _rooted_in_prologue(pr) or _rooted_in_arguments(pr)):
+    if pr.inst is not PseudoInst.INPUT_FN and (not rooted_in_prologue(pr) or rooted_in_arguments(pr)):
         return
     try:
         ctx = jit_ext.get_jit_ctx()
@@ -217,7 +217,7 @@ class _CalledModulesCheck:
             return
         self.seen.add(id(module))
         root_pr, path = _root_and_path(pr)
-        key = _provenance_key(root_pr)
+        key = provenance_key(root_pr)
         if key not in self.roots:
             self.roots[key] = len(self.proxies)
             # ``root.__dict__``, read from the user's module, not thunder's wrapper of it (the flag), and

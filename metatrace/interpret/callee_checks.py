@@ -49,12 +49,12 @@ from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
 from metatrace.guards.value_checks import add_value_check, traced_value
 from metatrace.interpret.called_modules import check_module_call
 from metatrace.interpret.library_code import is_library_function, is_library_module, is_library_module_name
-from metatrace.interpret.python_values import (
-    _attribute_name,
-    _may_register_for_prologue,
-    _rooted_in_arguments,
-    _rooted_in_prologue,
-    _through_library_module,
+from metatrace.interpret.provenance import (
+    attribute_name,
+    may_register_for_prologue,
+    rooted_in_arguments,
+    rooted_in_prologue,
+    through_library_module,
 )
 from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
@@ -90,15 +90,15 @@ def _reread(container, pr: ProvenanceRecord, name: str):
 def _read_site(wrapped_fn: WrappedValue):
     """``(ctx, provenance, name, container)`` of a callee read from the user's state, else None."""
     pr = wrapped_fn.provenance
-    if pr is None or not _may_register_for_prologue(pr):
+    if pr is None or not may_register_for_prologue(pr):
         return None
-    name = _attribute_name(pr)
+    name = attribute_name(pr)
     if name == "__func__" and pr.inputs[0].inst is PseudoInst.LOAD_ATTR:
         pr = pr.inputs[0]  # ``obj.act(...)``: thunder calls the bound method's function
-        name = _attribute_name(pr)
+        name = attribute_name(pr)
     if not isinstance(name, str) or name.startswith("__"):
         return None  # the interpreter's own steps (``__call__``, ``__init__``)
-    if not _rooted_in_prologue(pr) or _rooted_in_arguments(pr) or _through_library_module(pr):
+    if not rooted_in_prologue(pr) or rooted_in_arguments(pr) or through_library_module(pr):
         return None
     try:
         ctx = jit_ext.get_jit_ctx()
@@ -120,7 +120,7 @@ def _class_attribute(pr: ProvenanceRecord, name: str) -> ProvenanceRecord:
 
 def check_call_target(wrapped_fn: WrappedValue) -> None:
     pr = wrapped_fn.provenance
-    if pr is None or not _may_register_for_prologue(pr):
+    if pr is None or not may_register_for_prologue(pr):
         return  # most calls: functions the interpreter made or read as constants
     fn = wrapped_fn.value
     if isinstance(fn, _CALLABLE_TYPES):
@@ -188,14 +188,14 @@ def check_property(obj: WrappedValue, name: str) -> None:
     no provenance (the trace holds what the getter read, e.g. ``obj._x``), so the property itself
     is checked on the class, and its getter's code."""
     pr = obj.provenance
-    if pr is None or not isinstance(name, str) or not (pr.inst is PseudoInst.INPUT_FN or _may_register_for_prologue(pr)):
+    if pr is None or not isinstance(name, str) or not (pr.inst is PseudoInst.INPUT_FN or may_register_for_prologue(pr)):
         return
     cls = type(obj.value)
     prop = next((vars(base)[name] for base in cls.__mro__ if name in vars(base)), None)
     if type(prop) is not property or not isinstance(prop.fget, types.FunctionType) or is_library_function(prop.fget):
         return
-    if pr.inst is not PseudoInst.INPUT_FN and (not _rooted_in_prologue(pr) or _rooted_in_arguments(pr)
-                                               or _through_library_module(pr)):
+    if pr.inst is not PseudoInst.INPUT_FN and (not rooted_in_prologue(pr) or rooted_in_arguments(pr)
+                                               or through_library_module(pr)):
         return
     try:
         ctx = jit_ext.get_jit_ctx()
@@ -223,7 +223,7 @@ def check_environment_read(environ) -> None:
     trace bakes in what it read. The environment is checked whole, by contents (one operation;
     any change of it misses the entry: slower, never stale)."""
     pr = getattr(environ, "provenance", None)
-    if pr is None or not _rooted_in_prologue(pr) or _rooted_in_arguments(pr):
+    if pr is None or not rooted_in_prologue(pr) or rooted_in_arguments(pr):
         return
     try:
         ctx = jit_ext.get_jit_ctx()

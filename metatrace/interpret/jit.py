@@ -20,7 +20,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 from metatrace.metas import concretizations
 from metatrace.metas.record_state import INTERPRETING
 from metatrace.guards.explain import log_miss
-from metatrace.grad.deferred_guards import add_deferred_program
+from metatrace.guards.grad_program import reserve_grad_program
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.program import add_prologue_constraints
 from metatrace.guards.structure import add_number_type_constraint, add_structure_constraints
@@ -108,7 +108,7 @@ def _propagate_constraints(original):
         if collector is not None:
             names = input_names(ctx, inputs)
             forward_texts = add_prologue_constraints(ctx, inputs, computation_trace, collector, names, numbers)
-            add_deferred_program(
+            reserve_grad_program(
                 ctx, inputs, {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}, names, forward_texts
             )
         elif numbers:

@@ -45,6 +45,16 @@ from thunder.core.interpreter import (
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
 from metatrace.interpret.library_code import is_library_module
+from metatrace.interpret.provenance import (
+    EXT_FLAG_LIBRARY_MODULE,
+    attribute_name,
+    may_register_for_prologue,
+    read_from_module_instance,
+    rooted_in_arguments,
+    rooted_in_prologue,
+    through_library_module,
+    through_module_tensors,
+)
 from metatrace.metas import concretizations
 from metatrace import patching
 from metatrace.patching import SYMBOL_METAS, Patch, attribute
@@ -61,7 +71,6 @@ from metatrace.guards.value_checks import (
 # Containers up to this length are walked element by element (symbolic elements, relational
 # guards); longer ones are checked by contents in one prologue operation.
 INTERPRET_LIMIT = 64
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,7 +246,7 @@ def _type_fallback(typ):  # str, set: types, which without a lookaside the inter
     return lambda *args, **kwargs: _type_call_lookaside(wrap_const(typ), *args, **kwargs)
 
 
-def _calling_file() -> str | None:
+def calling_file() -> str | None:
     """The file of the interpreted frame that is running, None outside the interpreter."""
     from thunder.core.interpreter import get_interpreterruntimectx
 
@@ -250,15 +259,15 @@ def _calling_file() -> str | None:
 def _called_from_thunder() -> bool:
     """The interpreted frame calling is thunder's (its interpreter's own Python implementations
     of builtins ask ``type(x)`` of a proxy for its dunder methods) or metatrace's."""
-    filename = _calling_file()
-    return filename is None or filename.startswith(_OWN_CODE)
+    filename = calling_file()
+    return filename is None or filename.startswith(OWN_CODE)
 
 
 def _package_dir(module) -> str:
     return os.path.dirname(module.__file__) + os.sep
 
 
-_OWN_CODE = (_package_dir(__import__("thunder")), _package_dir(__import__("metatrace")))
+OWN_CODE = (_package_dir(__import__("thunder")), _package_dir(__import__("metatrace")))
 # Packages whose own reads are not checked: ``logging`` fills a logger's ``_cache`` while it logs
 # (the check would see the value change during the trace and refuse the entry), and what it reads
 # decides only what is logged, never a value of the trace.
@@ -293,53 +302,6 @@ _MODULE_INTERNALS = frozenset(torch.nn.Module().__dict__) - {"training", "_modul
 _SKIPPED_MEMBER_DICTS = frozenset({"_parameters", "_buffers", "__dict__", "__globals__", "__builtins__", "__closure__"})
 
 
-def _through_module_tensors(pr: ProvenanceRecord) -> bool:
-    """Read through a module's ``_parameters`` or ``_buffers`` (a ``None`` bias): thunder's
-    prologue unpacks those entries as tensors only."""
-    while pr.inputs and pr.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR):
-        if _attribute_name(pr) in ("_parameters", "_buffers"):
-            return True
-        pr = pr.inputs[0]
-    return False
-
-
-# Marks the provenance of an installed package's or the standard library's module object
-# (``torch`` read from globals): what is read through it (``torch.int64``) is code, not state
-# (:mod:`metatrace.interpret.library_code`); through the user's own modules it is state.
-_EXT_FLAG_LIBRARY_MODULE = 1 << 24
-
-
-def _through_library_module(pr: ProvenanceRecord) -> bool:
-    while pr.inputs and pr.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR):
-        pr = pr.inputs[0]
-        if pr.ext_flag & _EXT_FLAG_LIBRARY_MODULE:
-            return True
-    return False
-
-
-def _rooted_in_arguments(pr: ProvenanceRecord) -> bool:
-    while pr.inputs and pr.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR):
-        pr = pr.inputs[0]
-    return pr.inst in (PseudoInst.INPUT_ARGS, PseudoInst.INPUT_KWARGS)
-
-
-def _read_from_module_instance(pr: ProvenanceRecord) -> bool:
-    """``module.attr`` (an attribute lookup on a module object)."""
-    return (
-        pr.inst is PseudoInst.LOAD_ATTR
-        and len(pr.inputs) == 2
-        and bool(pr.inputs[0].ext_flag & jit_ext.EXT_FLAG_IS_MODULE)
-    )
-
-
-def _attribute_name(pr: ProvenanceRecord):
-    if pr.inst in (PseudoInst.LOAD_ATTR, PseudoInst.BINARY_SUBSCR) and len(pr.inputs) == 2:
-        key = pr.inputs[1]
-        if key.inst is PseudoInst.CONSTANT:
-            return key.value
-    return None
-
-
 _ITERATED_CONTAINERS = (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.Sequential)
 
 
@@ -360,16 +322,16 @@ def needs_value_check(value: WrappedValue) -> bool:
     """A value the trace may bake in, read from outside the call's arguments (the arguments'
     structure and leaves are ``metatrace.guards.structure``'s), whose provenance the prologue replays."""
     pr = value.provenance
-    if not _may_register_for_prologue(pr):
+    if not may_register_for_prologue(pr):
         return False  # most values the interpreter wraps: constants, results of instructions
     u = value.value
     t = type(u)
     if isinstance(u, (Proxy, torch.Tensor, torch.nn.Module, types.ModuleType, type)):
         return False
-    if _read_from_module_instance(pr) and _attribute_name(pr) in _MODULE_INTERNALS:
+    if read_from_module_instance(pr) and attribute_name(pr) in _MODULE_INTERNALS:
         return False
     if t in CONTAINER_TYPES and t not in (set, frozenset):
-        name = _attribute_name(pr)
+        name = attribute_name(pr)
         if name in _SKIPPED_MEMBER_DICTS:
             return False  # namespaces; parameters and buffers: thunder checks each tensor it reads
         if name == "_modules" and not _iterated_container(pr.inputs[0]):
@@ -384,38 +346,20 @@ def needs_value_check(value: WrappedValue) -> bool:
         # A function stored on a module instance (``self.act = F.gelu``): replaced, the trace
         # would still call the old one. Functions reached through modules of code are not, nor
         # a class's own (``Module.__getattr__``: the prologue would read a bound method).
-        name = _attribute_name(pr)
-        if not _read_from_module_instance(pr) or not isinstance(name, str) or name.startswith("__"):
+        name = attribute_name(pr)
+        if not read_from_module_instance(pr) or not isinstance(name, str) or name.startswith("__"):
             return False
     else:
         return False
     if pr.ext_flag & jit_ext.EXT_FLAG_IS_TENSOR_PROXY:
         return False
     return (
-        _rooted_in_prologue(pr)
-        and not _rooted_in_arguments(pr)
-        and not _through_module_tensors(pr)
-        and not _through_library_module(pr)
-        and not (_calling_file() or "").startswith(_SIDE_CHANNEL_CODE)
+        rooted_in_prologue(pr)
+        and not rooted_in_arguments(pr)
+        and not through_module_tensors(pr)
+        and not through_library_module(pr)
+        and not (calling_file() or "").startswith(_SIDE_CHANNEL_CODE)
     )
-
-
-def _may_register_for_prologue(pr: ProvenanceRecord) -> bool:
-    """The top-level tests of ``jit_ext.should_register_for_prologue``, each of which makes it
-    False: a provenance with no inputs (a constant), a tensor proxy's, or one whose instruction
-    is not an input's (a value computed by the frame). A few attribute reads instead of a walk
-    of the provenance, for the ~250k values a litgpt compile wraps."""
-    if not pr.inputs or pr.ext_flag & jit_ext.EXT_FLAG_IS_TENSOR_PROXY:
-        return False
-    inst = pr.inst  # (``_value_``, not the ``value`` property: a plain attribute read)
-    return (inst._value_ if type(inst) is PseudoInst else inst.opname) in jit_ext._input_provenance_inst
-
-
-def _rooted_in_prologue(pr: ProvenanceRecord) -> bool:
-    try:
-        return jit_ext.should_register_for_prologue(pr)
-    except Exception:
-        return False
 
 
 def _wrap_callback(original):
@@ -423,7 +367,7 @@ def _wrap_callback(original):
         res = original(value)
         if isinstance(value.value, types.ModuleType):
             if is_library_module(value.value):
-                value.provenance.ext_flag |= _EXT_FLAG_LIBRARY_MODULE
+                value.provenance.ext_flag |= EXT_FLAG_LIBRARY_MODULE
             return res
         if concretizations.COLLECTOR.get() is not None and needs_value_check(value):
             try:

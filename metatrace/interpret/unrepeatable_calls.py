@@ -34,9 +34,10 @@ import types
 import thunder.core.interpreter as interpreter
 from thunder.core.interpreter import WrappedValue
 
-from metatrace.guards.collect import _interpreted_line
+from metatrace.guards.collect import interpreted_line
 from metatrace.interpret.library_code import is_library_file
-from metatrace.interpret.python_values import _OWN_CODE, _calling_file, _rooted_in_prologue
+from metatrace.interpret.provenance import rooted_in_prologue
+from metatrace.interpret.python_values import OWN_CODE, calling_file
 from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
 
@@ -86,7 +87,7 @@ def _drawn_from_outside(fn: WrappedValue, args) -> tuple[object, str] | None:
     if not isinstance(owner, _OWNERS) or name.startswith("__"):
         return None
     pr = holder.provenance
-    if pr is None or not _rooted_in_prologue(pr):
+    if pr is None or not rooted_in_prologue(pr):
         return None
     return owner, name
 
@@ -96,7 +97,7 @@ def check_random_call(fn: WrappedValue, args) -> None:
     if drawn is None:
         return
     owner, name = drawn
-    where = _interpreted_line()
+    where = interpreted_line()
     raise RandomCallError(
         f"{type(owner).__module__.split('.')[0]}.{name}() draws a new number on every call, but thunder runs "
         f"it once while tracing and the compiled entry would reuse that number on every later call"
@@ -122,15 +123,15 @@ def _clock_name(fn) -> str | None:
 def _called_from_users_code() -> bool:
     """The calling frame's file is neither an installed package's, the standard library's,
     thunder's nor metatrace's."""
-    path = _calling_file()
-    return path is not None and not path.startswith(_OWN_CODE) and not is_library_file(path)
+    path = calling_file()
+    return path is not None and not path.startswith(OWN_CODE) and not is_library_file(path)
 
 
 def check_clock_call(fn: WrappedValue) -> None:
     name = _clock_name(fn.value)
     if name is None or not _called_from_users_code():
         return
-    where = _interpreted_line()
+    where = interpreted_line()
     raise ClockCallError(
         f"{name}() returns a new value on every call, but thunder runs it once while tracing and the "
         f"compiled entry would reuse that value on every later call" + (f" (at {where})" if where else "")

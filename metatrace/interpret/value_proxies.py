@@ -24,6 +24,8 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
 from thunder.core.proxies import NumberProxy, proxy
 
+from metatrace.interpret.provenance import an_argument_or_its_item
+
 NOT_HANDLED = object()
 
 
@@ -41,14 +43,6 @@ def _slice_part(slice_provenance: ProvenanceRecord, attr: str, v: Any) -> Any:
     return p
 
 
-def _rooted_in_arguments(history) -> bool:
-    """The value is an argument, or an element of one (``args[1][0]``): ``metatrace.guards.structure``
-    checks the types of those numbers from the call's arguments."""
-    while isinstance(history, ProvenanceRecord) and history.inst is PseudoInst.BINARY_SUBSCR and history.inputs:
-        history = history.inputs[0]
-    return isinstance(history, ProvenanceRecord) and history.inst in (PseudoInst.INPUT_ARGS, PseudoInst.INPUT_KWARGS)
-
-
 def note_number_leaf(ctx, value: WrappedValue, p: Any) -> None:
     """Remembers a symbolic number read from anywhere but the call's arguments (a global, a
     closure cell, an object's attribute), so that ``metatrace.guards.structure`` checks its type in the
@@ -59,7 +53,7 @@ def note_number_leaf(ctx, value: WrappedValue, p: Any) -> None:
         and not p.is_static_constrained()  # thunder's prologue checks type and value
         and using_symbolic_values()
         and type(p.value) in (bool, int, float, complex)
-        and not _rooted_in_arguments(value.provenance)
+        and not an_argument_or_its_item(value.provenance)
     ):
         leaves = getattr(ctx, "_metatrace_number_leaves", None)
         if leaves is None:

@@ -28,7 +28,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy, variableify
 from thunder.core.pytree import tree_iter
 
 from metatrace.passes.trace_facts import binds_inputs, input_names
-from metatrace.proxies.renames import _numel_of_current_shape, rename_sizes
+from metatrace.proxies.renames import numel_of_current_shape, rename_sizes
 from metatrace.proxies.renames import proxy_outputs as _outputs  # (one walker of output proxies for both modules)
 
 
@@ -241,7 +241,7 @@ def rename_sizes_copying_shared(new_trace, old_trace, renamed: dict) -> None:
             copies[p.name] = p
         p._shape = new_shape
         if callable(p._numel):
-            p._numel = _numel_of_current_shape(p)
+            p._numel = numel_of_current_shape(p)
     if copies:
         _swap_in_copies(new_trace.bound_symbols, copies)
 

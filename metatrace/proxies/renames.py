@@ -43,12 +43,12 @@ def _rename_sizes(bsyms, renames: dict[str, object], seen: set[int]) -> None:
                 if any(isinstance(s, NumberProxy) and s.name in renames for s in shape):
                     p._shape = tuple(renames.get(s.name, s) if isinstance(s, NumberProxy) else s for s in shape)
                     if callable(p._numel):
-                        p._numel = _numel_of_current_shape(p)
+                        p._numel = numel_of_current_shape(p)
         if bsym.subsymbols:
             _rename_sizes(bsym.subsymbols, renames, seen)
 
 
-def _numel_of_current_shape(p: TensorProxy):
+def numel_of_current_shape(p: TensorProxy):
     # A plain function like thunder's own lambda (pytree flattens functions, not partials).
     def numel(*args):
         return functools.reduce(operator.mul, p._shape, 1)

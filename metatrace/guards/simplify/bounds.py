@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from metatrace.guards.simplify.expressions import _BOOLEAN, Expr, Node, Poly
+from metatrace.guards.simplify.expressions import BOOLEAN, Expr, Node, Poly
 
 INF = math.inf
 
@@ -34,7 +34,7 @@ def bounds(e: Expr, ranges: dict[str, tuple]) -> tuple:
 def _node_bounds(n: Node, ranges) -> tuple:
     if n.op == "leaf":
         return ranges.get(n.args[0], (-INF, INF))
-    if n.op in _BOOLEAN:
+    if n.op in BOOLEAN:
         return (0, 1)
     args = [bounds(a, ranges) if isinstance(a, (Poly, Node)) else (-INF, INF) for a in n.args]
     if n.op in ("max", "min"):

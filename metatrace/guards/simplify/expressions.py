@@ -26,9 +26,9 @@ from metatrace.guards.simplify.polynomials import (  # noqa: F401  (re-exported:
     Expr,
     pconst,
     patom,
-    _node_const,
+    node_const,
     const,
-    _wrap,
+    wrap_node,
 )
 
 def padd(a: Poly, b: Poly, k: int = 1) -> Poly:
@@ -117,12 +117,12 @@ def _merge(d: dict, p: Poly) -> None:
 # What the prologue runs (as GuardProgram compiles them): used to fold constants.
 _EVAL: dict[str, Callable] = {op: row.evaluate for op, row in number_ops.BY_OP.items()}
 # The producers the prologue replays, as operations of this algebra.
-_FROM_PRIM = {sym_id: row.op for sym_id, row in number_ops.REPLAYABLE.items()}
+FROM_PRIM = {sym_id: row.op for sym_id, row in number_ops.REPLAYABLE.items()}
 _COMPARE = tuple(SYMBOLS.values())  # the comparison operations: "==", "!=", "<", ...
-_MIRROR = {SYMBOLS[rel]: SYMBOLS[mirror] for rel, mirror in MIRROR.items()}  # "<" -> ">": operands swapped
-_DIVIDING = tuple(op for op, row in number_ops.BY_OP.items() if row.divides)  # need a divisor != 0
-_FINITE = tuple(op for op, row in number_ops.BY_OP.items() if row.finite)  # need a finite float: int(x), ceil(x)
-_BOOLEAN = frozenset(op for op, row in number_ops.BY_OP.items() if row.boolean)  # 0 or 1: comparisons, signbit...
+MIRROR_SYMBOL = {SYMBOLS[rel]: SYMBOLS[mirror] for rel, mirror in MIRROR.items()}  # "<" -> ">": operands swapped
+DIVIDING = tuple(op for op, row in number_ops.BY_OP.items() if row.divides)  # need a divisor != 0
+FINITE = tuple(op for op, row in number_ops.BY_OP.items() if row.finite)  # need a finite float: int(x), ceil(x)
+BOOLEAN = frozenset(op for op, row in number_ops.BY_OP.items() if row.boolean)  # 0 or 1: comparisons, signbit...
 
 
 def _target(to) -> type | None:
@@ -148,13 +148,13 @@ def as_float(e: Expr) -> Expr:
     return Node("float", (e,), "float")
 
 
-def _int_of(e: Expr) -> Poly | None:
+def int_of(e: Expr) -> Poly | None:
     """An int polynomial with the value of ``e`` if there is one: ``float(P)`` is P, 2.0 is 2."""
     if isinstance(e, Poly):
         return e
     if _is_float_of_int(e):
         return e.args[0]
-    v = _node_const(e)
+    v = node_const(e)
     if type(v) is float and math.isfinite(v) and v == int(v):
         return pconst(int(v))
     return None
@@ -163,16 +163,16 @@ def _int_of(e: Expr) -> Poly | None:
 # What an operation needs not to raise, seen while building (``e``: ``e != 0`` must hold): a
 # division's divisor, ``isfinite(x)`` for ``int(x)`` of a float. The original guard raises
 # (fails) where one does not hold, so it must still be checked where the operation folded away.
-_CONDITIONS: contextvars.ContextVar[list | None] = contextvars.ContextVar("metatrace_conditions", default=None)
+CONDITIONS: contextvars.ContextVar[list | None] = contextvars.ContextVar("metatrace_conditions", default=None)
 
 
 def _require(e: Expr) -> None:
-    conditions = _CONDITIONS.get()
-    if conditions is not None and not _node_const(e):  # a constant 0 too: then it never holds
+    conditions = CONDITIONS.get()
+    if conditions is not None and not node_const(e):  # a constant 0 too: then it never holds
         conditions.append(e)
 
 
-def _float_source(e: Expr) -> bool:
+def float_source(e: Expr) -> bool:
     """A value that can be inf or nan: one computed from a float input or a non-finite constant
     (floats computed from ints are finite, the 2**53 assumption)."""
     if isinstance(e, Poly):
@@ -181,18 +181,18 @@ def _float_source(e: Expr) -> bool:
         return e.typ != "int"
     if e.op == "const":
         return not (type(e.args[0]) in (int, bool) or (type(e.args[0]) is float and math.isfinite(e.args[0])))
-    return any(_float_source(a) for a in (e.args[:1] if e.op == "convert" else e.args))
+    return any(float_source(a) for a in (e.args[:1] if e.op == "convert" else e.args))
 
 
 def build(op: str, args: list) -> Expr:
     """The expression ``op(*args)``, folded."""
-    values = [_node_const(a) for a in args]
+    values = [node_const(a) for a in args]
     if op != "convert" and all(v is not None for v in values) and op in _EVAL:
         try:
             return const(_EVAL[op](*values))
         except Exception:
             pass  # keeps the raising operation
-    if op in _DIVIDING:
+    if op in DIVIDING:
         _require(args[1])
     if op == "**":  # 0 ** -1 raises
         _require(build("|", [build("!=", [args[0], ZERO]), build(">=", [args[1], ZERO])]))
@@ -200,7 +200,7 @@ def build(op: str, args: list) -> Expr:
         for x in args:
             if x.typ != "int":
                 _require(ZERO if _surely_float(x) else build("isint", [x]))
-    if op in _FINITE and _float_source(args[0]):
+    if op in FINITE and float_source(args[0]):
         _require(build("isfinite", [args[0]]))
     rule = _RULES.get(op)
     out = rule(op, *args) if rule is not None else None
@@ -233,7 +233,7 @@ def _build_division(op: str, a: Expr, b: Expr) -> Expr | None:  # // % div
     if _ints(a, b):
         return _int_division(op, a, b)
     if op == "div":
-        if _node_const(b) in (1, 1.0) and a.typ != "other":
+        if node_const(b) in (1, 1.0) and a.typ != "other":
             return as_float(a)
         return Node("div", (a, b), "float")
     return None
@@ -262,14 +262,14 @@ def _build_pow(op: str, a: Expr, b: Expr) -> Expr:
 
 
 def _build_rounding(op: str, a: Expr) -> Expr:  # ceil floor trunc
-    p = _int_of(a)
+    p = int_of(a)
     if p is not None and (isinstance(a, Poly) or _is_float_of_int(a)):
         return p
     return patom(Node(op, (a,), "int"))
 
 
 def _build_convert(op: str, a: Expr, b: Expr) -> Expr | None:
-    to = _target(_node_const(b))
+    to = _target(node_const(b))
     return build(to.__name__, [a]) if to in (int, float, bool) else None
 
 
@@ -307,7 +307,7 @@ def _build_isfinite(op: str, a: Expr) -> Expr:
 
 def _build_comparison(op: str, a: Expr, b: Expr) -> Expr:
     if a.key > b.key:
-        a, b, op = b, a, _MIRROR[op]
+        a, b, op = b, a, MIRROR_SYMBOL[op]
     if a == b and a.typ == "int":
         return pconst(op in ("==", "<=", ">="))
     return patom(Node(op, (a, b), "int"))
@@ -351,14 +351,14 @@ def _surely_float(e: Expr) -> bool:
 
 def _is_bool(p: Poly) -> bool:
     n = p.atom()
-    return n is not None and n.op in _BOOLEAN
+    return n is not None and n.op in BOOLEAN
 
 
 def _opaque(op: str, args: list) -> Expr:
     typ = "other" if any(a.typ == "other" for a in args) else "float" if any(a.typ == "float" for a in args) else "int"
     if op in ("fmod", "float", "sqrt"):  # float results, also of int arguments
         typ = "float" if typ != "other" else typ
-    return _wrap(Node(op, tuple(args), typ))
+    return wrap_node(Node(op, tuple(args), typ))
 
 
 def _split(p: Poly, c: int) -> tuple[Poly, Poly]:
@@ -436,7 +436,7 @@ def _const_rem(op: str, q: Poly, r: Poly, c: int) -> Poly:
 
 def _float_arith(op: str, a: Expr, b: Expr) -> Expr:
     """+, -, * with a float operand: identities, and exact integer arithmetic under ``float``."""
-    va, vb = _node_const(a), _node_const(b)
+    va, vb = node_const(a), node_const(b)
     if op in ("+", "-") and vb == 0 and a.typ != "other":
         return as_float(a)
     if op == "+" and va == 0 and b.typ != "other":
@@ -445,7 +445,7 @@ def _float_arith(op: str, a: Expr, b: Expr) -> Expr:
         return as_float(a)
     if op == "*" and va == 1 and b.typ != "other":
         return as_float(b)
-    pa, pb = _int_of(a), _int_of(b)
+    pa, pb = int_of(a), int_of(b)
     if pa is not None and pb is not None:
         return as_float(build(op, [pa, pb]))  # the 2**53 assumption: float(p) op float(q) is float(p op q)
     if op in ("+", "*"):

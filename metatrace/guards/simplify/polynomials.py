@@ -88,7 +88,7 @@ def patom(n: Node) -> Poly:
     return Poly({(n,): 1})
 
 
-def _node_const(e: Expr):
+def node_const(e: Expr):
     """The Python value of a constant expression, else None."""
     if isinstance(e, Poly):
         return e.const if e.is_const() else None
@@ -101,5 +101,5 @@ def const(v) -> Expr:
     return Node("const", (v,), "float" if type(v) is float else "other")
 
 
-def _wrap(n: Node) -> Expr:
+def wrap_node(n: Node) -> Expr:
     return patom(n) if n.typ == "int" else n

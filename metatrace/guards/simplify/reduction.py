@@ -12,14 +12,14 @@ from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
 from metatrace.guards.record import Guard, is_leaf as _default_is_leaf, is_static_value
 from metatrace.guards.simplify.bounds import INF, bounds
 from metatrace.guards.simplify.expressions import (
-    _CONDITIONS,
-    _FROM_PRIM,
-    _MIRROR,
+    CONDITIONS,
+    FROM_PRIM,
+    MIRROR_SYMBOL,
     ZERO,
     Expr,
     Node,
     Poly,
-    _wrap,
+    wrap_node,
     build,
     const,
     padd,
@@ -27,9 +27,9 @@ from metatrace.guards.simplify.expressions import (
     pconst,
     pscale,
 )
-from metatrace.guards.simplify.traversal import _leaf_nodes, _leaves_of, substitute
-from metatrace.guards.simplify.relations import _FROM_SYM, _Rel, _add, _covered, _never, canonical, relation
-from metatrace.guards.simplify.rendering import _side, python_check, render
+from metatrace.guards.simplify.traversal import collect_leaf_nodes, leaves_of, substitute
+from metatrace.guards.simplify.relations import FROM_SYM, Rel, add_relation, collect_covered, never_relation, canonical, relation
+from metatrace.guards.simplify.rendering import side_text, python_check, render
 
 # Relations between different linear forms with the same terms (``i < a.shape[2]`` and
 # ``i <= a.shape[2]``) are merged into the tightest only when True; ranges of single leaves always are.
@@ -53,11 +53,11 @@ class SimpleGuard:
 
 
 def _make(parts: tuple, show: Callable[[str], str]) -> SimpleGuard:
-    text = " ".join(p if isinstance(p, str) else _side(render(p, show)) for p in parts)
+    text = " ".join(p if isinstance(p, str) else side_text(render(p, show)) for p in parts)
     leaves: set = set()
     for p in parts:
         if not isinstance(p, str):
-            _leaves_of(p, leaves)
+            leaves_of(p, leaves)
     return SimpleGuard(parts, text, tuple(sorted(leaves)))
 
 
@@ -83,12 +83,12 @@ class _Builder:
             elif self.is_leaf(x):
                 typ = "int" if isinstance(x, IntegerProxy) else "float" if isinstance(x, FloatProxy) else "other"
                 self.index.setdefault(x.name, len(self.index))
-                e = _wrap(Node("leaf", (x.name, self.index[x.name]), typ))
+                e = wrap_node(Node("leaf", (x.name, self.index[x.name]), typ))
             elif is_static_value(x):
                 e = const(x.value)
             else:
                 bsym = self.producers[x.name]
-                e = build(_FROM_PRIM[bsym.sym.id], [self.expr(a) for a in bsym.flat_args])
+                e = build(FROM_PRIM[bsym.sym.id], [self.expr(a) for a in bsym.flat_args])
             self.memo[x.name] = e
         return e
 
@@ -115,16 +115,16 @@ def simplify(
     """
     names = names or {}
     builder = _Builder(producers, [getattr(p, "name", p) for p in leaves], is_leaf, static_leaves)
-    rels: list[_Rel] = []
+    rels: list[Rel] = []
     conditions: list[Expr] = []
-    token = _CONDITIONS.set(conditions)
+    token = CONDITIONS.set(conditions)
     try:
         for i, g in enumerate(guards):
-            _add(rels, relation(g.op, builder.expr(g.lhs), builder.expr(g.rhs)), i)
+            add_relation(rels, relation(g.op, builder.expr(g.lhs), builder.expr(g.rhs)), i)
     finally:
-        _CONDITIONS.reset(token)
+        CONDITIONS.reset(token)
     for e in conditions:
-        _add(rels, relation("ne", e, ZERO), len(rels) + 1_000_000, implicit=True)
+        add_relation(rels, relation("ne", e, ZERO), len(rels) + 1_000_000, implicit=True)
     return _reduce(rels, set(sizes), lambda n: names.get(n, n))
 
 
@@ -132,7 +132,7 @@ def _leaf_of(n: Node | None) -> str | None:
     return n.args[0] if n is not None and n.op == "leaf" and n.typ == "int" else None
 
 
-def _dedupe(rels: list[_Rel]) -> list[_Rel]:
+def _dedupe(rels: list[Rel]) -> list[Rel]:
     seen: dict = {}
     out = []
     for r in rels:
@@ -145,7 +145,7 @@ def _dedupe(rels: list[_Rel]) -> list[_Rel]:
     return out
 
 
-def _apply(rels: list[_Rel], sub: dict[str, Expr], keep: _Rel) -> list[_Rel]:
+def _apply(rels: list[Rel], sub: dict[str, Expr], keep: Rel) -> list[Rel]:
     """Every relation but ``keep`` with the substitution applied, folded again."""
     memo: dict = {}
     out = []
@@ -154,18 +154,18 @@ def _apply(rels: list[_Rel], sub: dict[str, Expr], keep: _Rel) -> list[_Rel]:
             out.append(r)
             continue
         if r.solved:
-            new = _Rel("eq", substitute(r.poly, sub, memo), solved=r.solved)
+            new = Rel("eq", substitute(r.poly, sub, memo), solved=r.solved)
         elif r.op == "raw":
-            new = relation(_FROM_SYM[r.rop], substitute(r.lhs, sub, memo), substitute(r.rhs, sub, memo))
+            new = relation(FROM_SYM[r.rop], substitute(r.lhs, sub, memo), substitute(r.rhs, sub, memo))
         else:
             new = canonical(r.op, substitute(r.poly, sub, memo))
-            if isinstance(new, _Rel) and new.op == "ge":
+            if isinstance(new, Rel) and new.op == "ge":
                 new.strict = r.strict and new.poly.linear() == r.poly.linear()
-        _add(out, new, r.order, r.implicit)
+        add_relation(out, new, r.order, r.implicit)
     return out
 
 
-def _solve(r: _Rel) -> tuple[Node, Poly] | None:
+def _solve(r: Rel) -> tuple[Node, Poly] | None:
     """(leaf, value) if ``r`` is an equality that can be solved for a leaf: the latest input's."""
     if r.op != "eq" or r.solved:
         return None
@@ -173,14 +173,14 @@ def _solve(r: _Rel) -> tuple[Node, Poly] | None:
     for m, c in r.poly.terms:
         if len(m) == 1 and abs(c) == 1 and _leaf_of(m[0]) is not None:
             rest = Poly({mm: cc for mm, cc in r.poly.terms if mm != m})
-            if m[0].args[0] in _leaves_of(rest):
+            if m[0].args[0] in leaves_of(rest):
                 continue
             if best is None or m[0].key > best[0].key:
                 best = (m[0], pscale(rest, -c))  # c * x + rest == 0  ->  x == -rest / c
     return best
 
 
-def _eliminate(rels: list[_Rel]) -> list[_Rel]:
+def _eliminate(rels: list[Rel]) -> list[Rel]:
     """Solve equalities for leaves and substitute them everywhere else, until none is left."""
     while True:
         for r in rels:
@@ -194,11 +194,11 @@ def _eliminate(rels: list[_Rel]) -> list[_Rel]:
             return rels
 
 
-def _reduce(rels: list[_Rel], sizes: set[str], show) -> list[SimpleGuard]:
+def _reduce(rels: list[Rel], sizes: set[str], show) -> list[SimpleGuard]:
     leaf_nodes: dict[str, Node] = {}
     for r in rels:
         for e in r.exprs():
-            _leaf_nodes(e, leaf_nodes)
+            collect_leaf_nodes(e, leaf_nodes)
     rels = _dedupe(rels)
     for _ in range(1000):
         rels = _eliminate(rels)
@@ -210,7 +210,7 @@ def _reduce(rels: list[_Rel], sizes: set[str], show) -> list[SimpleGuard]:
     return _output(rels, found.ranges, found.strict, sizes, leaf_nodes, show)
 
 
-def _group(r: _Rel) -> tuple[Poly, int, int] | None:
+def _group(r: Rel) -> tuple[Poly, int, int] | None:
     """(L, s, c) with r's poly ``s * L + c``: L linear with a positive first coefficient, s = ±1."""
     if r.op == "raw" or r.solved:
         return None
@@ -223,14 +223,14 @@ class Ranges(NamedTuple):
     """What :func:`_ranges` finds."""
 
     ranges: dict[str, tuple]  # leaf name -> (lo, hi), ±INF where unbounded
-    rels: list[_Rel]  # the other relations, plus the ``!=`` inside a range
+    rels: list[Rel]  # the other relations, plus the ``!=`` inside a range
     # an equality when a range holds one value: then ``rels`` are the relations unchanged but
     # for that leaf's
-    pinned: _Rel | None
+    pinned: Rel | None
     strict: dict[str, list]  # leaf name -> [lower bound written strict, upper bound written strict]
 
 
-def _ranges(rels: list[_Rel], sizes: set[str]) -> Ranges:
+def _ranges(rels: list[Rel], sizes: set[str]) -> Ranges:
     """One range per leaf from the relations on that leaf alone (``!=`` at an end tightens it)."""
     lo: dict[str, float] = {}
     hi: dict[str, float] = {}
@@ -269,19 +269,19 @@ def _ranges(rels: list[_Rel], sizes: set[str]) -> Ranges:
         while b in excluded:
             b, flags[1] = b - 1, False
         if a > b:
-            return Ranges(ranges, [_never()], None, strict)
+            return Ranges(ranges, [never_relation()], None, strict)
         if a == b:
             others = [r for r in rels if r.op == "eq" or _leaf_of(g[0].atom() if (g := _group(r)) else None) != name]
-            return Ranges(ranges, others, _Rel("eq", padd(patom(node), pconst(a), -1), order=-1), strict)
+            return Ranges(ranges, others, Rel("eq", padd(patom(node), pconst(a), -1), order=-1), strict)
         ranges[name] = (a, b)
         for k, (implicit, order) in excluded.items():
             if a < k < b:
-                rest.append(_Rel("ne", padd(patom(node), pconst(k), -1), implicit=implicit, order=order))
+                rest.append(Rel("ne", padd(patom(node), pconst(k), -1), implicit=implicit, order=order))
     return Ranges(ranges, rest, None, strict)
 
 
-def _output(rels: list[_Rel], ranges: dict, strict: dict, sizes: set[str], leaf_nodes: dict, show) -> list[SimpleGuard]:
-    kept: list[_Rel] = []
+def _output(rels: list[Rel], ranges: dict, strict: dict, sizes: set[str], leaf_nodes: dict, show) -> list[SimpleGuard]:
+    kept: list[Rel] = []
     groups: dict = {}
     for r in rels:
         g = _group(r)
@@ -312,7 +312,7 @@ def _output(rels: list[_Rel], ranges: dict, strict: dict, sizes: set[str], leaf_
     for r in kept:
         if not r.implicit:
             for e in r.exprs():
-                _covered(e, covered)
+                collect_covered(e, covered)
     kept = [r for r in kept if not (r.implicit and r.key() in covered)]
 
     out: list[tuple] = []
@@ -346,7 +346,7 @@ def _first(p: Poly, sizes: set[str]) -> tuple:
     return min(keys) if keys else (True, (9,))
 
 
-def _solved_parts(r: _Rel, leaf: Node) -> tuple:
+def _solved_parts(r: Rel, leaf: Node) -> tuple:
     x = patom(leaf)
     value = padd(x, r.poly, -1)  # poly is x - value
     other = value.atom()
@@ -355,7 +355,7 @@ def _solved_parts(r: _Rel, leaf: Node) -> tuple:
     return (x, "==", value)
 
 
-def _parts(r: _Rel, sizes: set[str]) -> tuple:
+def _parts(r: Rel, sizes: set[str]) -> tuple:
     if r.op == "raw":
         return (r.lhs, r.rop, r.rhs)
     p = r.poly
@@ -368,13 +368,13 @@ def _parts(r: _Rel, sizes: set[str]) -> tuple:
     if not neg.terms:  # pos + c op 0  ->  pos op -c
         return (pos, sym, pconst(-c))
     if not pos.terms:  # -neg + c op 0  ->  neg op' c
-        return (neg, _MIRROR[sym], pconst(c))
+        return (neg, MIRROR_SYMBOL[sym], pconst(c))
     if r.op == "ge" and c == -1:
         c, sym = 0, ">"
     if c > 0:  # a constant goes right: j <= i + 10
-        return (neg, _MIRROR[sym], padd(pos, pconst(c)))
+        return (neg, MIRROR_SYMBOL[sym], padd(pos, pconst(c)))
     if c < 0:
         return (pos, sym, padd(neg, pconst(-c)))
     if _first(neg, sizes) < _first(pos, sizes):
-        return (neg, _MIRROR[sym], pos)
+        return (neg, MIRROR_SYMBOL[sym], pos)
     return (pos, sym, neg)

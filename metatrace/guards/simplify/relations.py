@@ -7,15 +7,15 @@ import math
 from dataclasses import dataclass
 
 from metatrace.guards.simplify.expressions import (
-    _DIVIDING,
-    _FINITE,
-    _MIRROR,
+    DIVIDING,
+    FINITE,
+    MIRROR_SYMBOL,
     ZERO,
     Expr,
     Poly,
-    _float_source,
-    _int_of,
-    _node_const,
+    float_source,
+    int_of,
+    node_const,
     build,
     padd,
     pconst,
@@ -24,7 +24,7 @@ from metatrace.guards.simplify.expressions import (
 from metatrace.metas.number_ops import RELATIONS, SYMBOLS
 
 @dataclass
-class _Rel:
+class Rel:
     """A canonical relation. ``op`` "ge"/"eq"/"ne": ``poly op 0``, poly's non-constant
     coefficients coprime (and the first positive for eq/ne); "raw": ``lhs rop rhs``."""
 
@@ -49,10 +49,10 @@ class _Rel:
 
 _TO_GE = {"ge": (1, 0), "gt": (1, -1), "le": (-1, 0), "lt": (-1, -1)}
 _SYM = SYMBOLS  # relation name -> symbol: "lt" -> "<"
-_FROM_SYM = RELATIONS  # "<" -> "lt"
+FROM_SYM = RELATIONS  # "<" -> "lt"
 
 
-def canonical(op: str, p: Poly) -> _Rel | bool:
+def canonical(op: str, p: Poly) -> Rel | bool:
     """``p op 0`` as a canonical relation, or True/False when it always/never holds."""
     strict = op in ("gt", "lt")
     if op in _TO_GE:
@@ -63,20 +63,20 @@ def canonical(op: str, p: Poly) -> _Rel | bool:
         return {"ge": c >= 0, "eq": c == 0, "ne": c != 0}[op]
     g = math.gcd(*(k for _, k in lin.terms))
     if op == "ge":
-        return _Rel("ge", padd(Poly({m: k // g for m, k in lin.terms}), pconst(c // g)), strict=strict and g == 1)
+        return Rel("ge", padd(Poly({m: k // g for m, k in lin.terms}), pconst(c // g)), strict=strict and g == 1)
     if c % g:
         return op == "ne"
     sign = 1 if lin.terms[0][1] > 0 else -1
-    return _Rel(op, Poly({m: sign * k // g for m, k in p.terms}))
+    return Rel(op, Poly({m: sign * k // g for m, k in p.terms}))
 
 
-def relation(op: str, lhs: Expr, rhs: Expr) -> _Rel | bool:
+def relation(op: str, lhs: Expr, rhs: Expr) -> Rel | bool:
     """``lhs op rhs`` (op: eq, ne, lt, le, gt, ge) as a canonical relation."""
-    pl, pr = _int_of(lhs), _int_of(rhs)
+    pl, pr = int_of(lhs), int_of(rhs)
     if pl is not None and pr is not None:
         return canonical(op, padd(pl, pr, -1))
-    for p, other, o in ((pl, rhs, op), (pr, lhs, _FROM_SYM[_MIRROR[_SYM[op]]])):
-        v = _node_const(other)
+    for p, other, o in ((pl, rhs, op), (pr, lhs, FROM_SYM[MIRROR_SYMBOL[_SYM[op]]])):
+        v = node_const(other)
         if p is not None and type(v) is float and math.isfinite(v):  # int p against a fractional float
             if o in ("eq", "ne"):
                 return o == "ne"
@@ -84,43 +84,43 @@ def relation(op: str, lhs: Expr, rhs: Expr) -> _Rel | bool:
             return canonical("ge" if o in ("ge", "gt") else "le", padd(p, pconst(bound), -1))
     sym = _SYM[op]
     if lhs.key > rhs.key:
-        lhs, rhs, sym = rhs, lhs, _MIRROR[sym]
+        lhs, rhs, sym = rhs, lhs, MIRROR_SYMBOL[sym]
     if lhs == rhs and lhs.typ == "int":
         return sym in ("==", "<=", ">=")
-    return _Rel("raw", lhs=lhs, rop=sym, rhs=rhs)
+    return Rel("raw", lhs=lhs, rop=sym, rhs=rhs)
 
 
-def _covered(e: Expr, out: set) -> None:
+def collect_covered(e: Expr, out: set) -> None:
     """Keys of the conditions that a guard evaluating ``e`` checks by raising where they fail:
     ``d != 0`` for each divisor ``d``, ``isfinite(x)`` for ``int(x)`` of a float ``x``."""
     if isinstance(e, Poly):
         for m, _ in e.terms:
             for n in m:
-                _covered(n, out)
+                collect_covered(n, out)
         return
     if e.op in ("leaf", "const"):
         return
     needs = []
-    if e.op in _DIVIDING:
+    if e.op in DIVIDING:
         needs.append(e.args[1])
-    if e.op in _FINITE and _float_source(e.args[0]):
+    if e.op in FINITE and float_source(e.args[0]):
         needs.append(build("isfinite", [e.args[0]]))
     for x in needs:
         r = relation("ne", x, ZERO)
-        if isinstance(r, _Rel):
+        if isinstance(r, Rel):
             out.add(r.key())
     for a in e.args:
-        _covered(a, out)
+        collect_covered(a, out)
 
 
-def _never() -> _Rel:
+def never_relation() -> Rel:
     """A relation that never holds (not expected: every guard held when the entry was traced)."""
-    return _Rel("raw", lhs=ZERO, rop="!=", rhs=ZERO)
+    return Rel("raw", lhs=ZERO, rop="!=", rhs=ZERO)
 
 
-def _add(rels: list, r, order: int, implicit: bool = False) -> None:
+def add_relation(rels: list, r, order: int, implicit: bool = False) -> None:
     if r is True:
         return
-    r = _never() if r is False else r
+    r = never_relation() if r is False else r
     r.order, r.implicit = order, implicit
     rels.append(r)

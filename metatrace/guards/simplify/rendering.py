@@ -110,9 +110,9 @@ def render(e, leaf: Callable[[str], str] | None = None, constant: Callable[[Any]
 def python_check(parts: tuple, param: Callable[[str], str], const: Callable[[Any], str]) -> str:
     """The Python source of a guard: the one emitter of guard Python (GuardProgram compiles it).
     ``parts``: expressions and comparison symbols (:class:`SimpleGuard`, :func:`recorded_parts`)."""
-    return " ".join(p if isinstance(p, str) else _side(render(p, param, const, python=True)) for p in parts)
+    return " ".join(p if isinstance(p, str) else side_text(render(p, param, const, python=True)) for p in parts)
 
 
-def _side(rendered: tuple[str, int]) -> str:
+def side_text(rendered: tuple[str, int]) -> str:
     text, prec = rendered
     return text if prec > 40 else f"({text})"

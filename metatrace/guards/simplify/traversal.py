@@ -8,7 +8,7 @@ from typing import Any, Callable
 from thunder.core.proxies import NumberProxy
 
 from metatrace.guards.record import Guard, is_static_value
-from metatrace.guards.simplify.expressions import ZERO, Expr, Node, Poly, _wrap, build, padd, pconst, pmul
+from metatrace.guards.simplify.expressions import ZERO, Expr, Node, Poly, wrap_node, build, padd, pconst, pmul
 from metatrace.metas import number_ops
 from metatrace.metas.number_ops import SYMBOLS
 
@@ -28,7 +28,7 @@ def substitute(e: Expr, sub: dict[str, Expr], memo: dict | None = None) -> Expr:
                 t = pmul(t, x)
             out = padd(out, t)
     elif e.op == "leaf":
-        out = sub.get(e.args[0], _wrap(e))
+        out = sub.get(e.args[0], wrap_node(e))
     elif e.op == "const":
         out = e
     else:
@@ -37,17 +37,17 @@ def substitute(e: Expr, sub: dict[str, Expr], memo: dict | None = None) -> Expr:
     return out
 
 
-def _leaves_of(e: Expr, out: set | None = None) -> set:
+def leaves_of(e: Expr, out: set | None = None) -> set:
     out = set() if out is None else out
     if isinstance(e, Poly):
         for m, _ in e.terms:
             for n in m:
-                _leaves_of(n, out)
+                leaves_of(n, out)
     elif e.op == "leaf":
         out.add(e.args[0])
     elif e.op != "const":
         for a in e.args:
-            _leaves_of(a, out)
+            leaves_of(a, out)
     return out
 
 
@@ -68,13 +68,13 @@ def recorded_parts(guard: Guard, producers: dict[str, Any], is_param: Callable[[
     return (unfolded(guard.lhs), SYMBOLS[guard.op], unfolded(guard.rhs))
 
 
-def _leaf_nodes(e: Expr, out: dict) -> None:
+def collect_leaf_nodes(e: Expr, out: dict) -> None:
     if isinstance(e, Poly):
         for m, _ in e.terms:
             for n in m:
-                _leaf_nodes(n, out)
+                collect_leaf_nodes(n, out)
     elif e.op == "leaf":
         out.setdefault(e.args[0], e)
     elif e.op != "const":
         for a in e.args:
-            _leaf_nodes(a, out)
+            collect_leaf_nodes(a, out)
