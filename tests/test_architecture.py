@@ -396,3 +396,12 @@ def test_every_metatrace_error_is_exported():
         errors.update(n for n, obj in vars(module).items()
                       if isinstance(obj, type) and issubclass(obj, metatrace.MetatraceError) and obj.__module__ == info.name)
     assert errors - set(metatrace.__all__) == set()
+
+
+def test_no_metatrace_attribute_is_set_on_thunder_objects():
+    """A compile's state lives in metatrace's own objects (``guards.compile_session``; weakly
+    keyed tables beside thunder's objects), never in attributes stuck onto thunder's."""
+    found = [f"{path.relative_to(PACKAGE)}:{n}" for path in PACKAGE.rglob("*.py")
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if "_metatrace_" in line and not line.lstrip().startswith("#")]
+    assert found == []

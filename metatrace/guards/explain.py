@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import weakref
 from dataclasses import dataclass
 
 import thunder
@@ -203,6 +204,11 @@ def explain(jitted_fn, verbose: bool = False) -> list[EntryGuards]:
 # ---------------------------------------------------------------------------------------------
 
 
+# thunder's CompileStats of a jitted function -> (its call count, {check id: why it failed}) of
+# the call being checked; weakly keyed: it dies with the function
+_REJECTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def record_rejection(program_id: str, text: str) -> None:
     """Called by a failing guard program or structure check (``guard failed: T < 8``, ``argument
     structure changed: ...``): remembers it for the miss report of this call."""
@@ -211,10 +217,9 @@ def record_rejection(program_id: str, text: str) -> None:
     except LookupError:
         return
     if cs is not None:
-        rejections = getattr(cs, "_metatrace_rejections", None)
+        rejections = _REJECTIONS.get(cs)
         if rejections is None or rejections[0] != cs.calls:
-            rejections = (cs.calls, {})
-            cs._metatrace_rejections = rejections
+            rejections = _REJECTIONS[cs] = (cs.calls, {})
         rejections[1][program_id] = text
 
 
@@ -232,7 +237,7 @@ def log_miss() -> None:
         return
     if cs is None or not cs.interpreter_cache:
         return
-    calls, failed = getattr(cs, "_metatrace_rejections", (None, {}))
+    calls, failed = _REJECTIONS.get(cs, (None, {}))
     failed = failed if calls == cs.calls else {}
     lines = []
     for i, entry in enumerate(cs.interpreter_cache):

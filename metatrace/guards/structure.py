@@ -14,6 +14,7 @@ thunder's symbolic-values prologue does not check it, and a trace made for ``3``
 
 from __future__ import annotations
 
+from metatrace.guards.compile_session import session
 from metatrace.errors import MetatraceError
 
 from typing import Any
@@ -244,7 +245,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
         texts.append(EXPECTED[structure_id].text)
     if symbolic:
         # numbers read from globals, closures and objects (metatrace.interpret.value_proxies.note_number_leaf)
-        numbers += [(p, type(p.value)) for p in getattr(ctx, "_metatrace_number_leaves", {}).values()]
+        numbers += [(p, type(p.value)) for p in session(ctx).number_leaves.values()]
     if numbers:
         texts.append(f"types of the number arguments: {', '.join(t.__name__ for _, t in numbers)}")
     return texts, numbers

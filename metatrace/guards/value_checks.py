@@ -29,6 +29,7 @@ import torch
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import Proxy
 
+from metatrace.guards.compile_session import session
 from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
 
 LEAF_TYPES = (str, bool, int, float, complex, type(None), type(Ellipsis), torch.dtype, torch.device, torch.layout,
@@ -174,10 +175,8 @@ def source_text(history, depth: int = 0) -> str:
 
 def add_value_check(ctx, provenance: ProvenanceRecord, value: Any, why: str, source: str | None = None) -> None:
     """Adds a prologue check that the value read through ``provenance`` has ``value``'s contents.
-    Once per provenance and trace (``ctx._metatrace_value_checks``)."""
-    checked = getattr(ctx, "_metatrace_value_checks", None)
-    if checked is None:
-        checked = ctx._metatrace_value_checks = set()
+    Once per provenance and trace (the compile session's ``value_checks``)."""
+    checked = session(ctx).value_checks
     key = provenance_key(provenance)
     if key in checked:
         return
@@ -185,7 +184,7 @@ def add_value_check(ctx, provenance: ProvenanceRecord, value: Any, why: str, sou
     value_id = new_id("v")
     from metatrace.guards.explain import readable_source
 
-    source = source or readable_source(source_text(provenance), getattr(ctx, "_metatrace_fn", None))
+    source = source or readable_source(source_text(provenance), session(ctx).fn)
     EXPECTED[value_id] = ExpectedValue(value, f"{source} == {_short_repr(value)} ({why})")
     from thunder.core.trace import tracectx
 

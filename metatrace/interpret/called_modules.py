@@ -40,6 +40,7 @@ from thunder.core.module import ThunderModule, get_thunder_module
 from thunder.core.proxies import Proxy
 from thunder.core.trace import tracectx
 
+from metatrace.guards.compile_session import session
 from metatrace.guards.explain import readable_source
 from metatrace.guards.registry import EXPECTED, new_id
 from metatrace.guards.value_checks import ValueConstraint, provenance_key, source_text
@@ -182,16 +183,17 @@ def check_module_call(wrapped_module: WrappedValue) -> None:
         ctx = jit_ext.get_jit_ctx()
     except LookupError:
         return
-    state = ctx.__dict__.get("_metatrace_called_modules")
+    compile_session = session(ctx)
+    state = compile_session.called_modules
     if state is None:
-        state = ctx._metatrace_called_modules = _CalledModulesCheck(new_id("v"), _wrapper_of(ctx))
+        state = compile_session.called_modules = _CalledModulesCheck(new_id("v"), _wrapper_of(ctx))
         EXPECTED[state.value_id] = state.expected
     state.add(ctx, wrapped_module.value, pr)
 
 
 def _wrapper_of(ctx):
     """The ThunderModule of the jitted model (None when a function is jitted, or outside a compile)."""
-    fn = getattr(ctx, "_metatrace_fn", None)
+    fn = session(ctx).fn
     if not isinstance(fn, torch.nn.Module):
         return None
     try:
@@ -229,7 +231,7 @@ class _CalledModulesCheck:
                 self.proxies.append(Proxy(prefix="value", history=dict_pr))  # (thunder names its own "module"s)
             self._replace_constraint(ctx)
         self.expected.add(self.roots[key], path, module,
-                          readable_source(source_text(pr), getattr(ctx, "_metatrace_fn", None)),
+                          readable_source(source_text(pr), session(ctx).fn),
                           in_wrapper=root_pr.inst is PseudoInst.INPUT_FN)
 
     def _replace_constraint(self, ctx) -> None:

@@ -46,6 +46,7 @@ import torch
 import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
 
+from metatrace.guards.compile_session import session
 from metatrace.guards.value_checks import add_value_check, traced_value
 from metatrace.interpret.called_modules import check_module_call
 from metatrace.interpret.library_code import is_library_function, is_library_module, is_library_module_name
@@ -104,8 +105,8 @@ def _read_site(wrapped_fn: WrappedValue):
         ctx = jit_ext.get_jit_ctx()
     except LookupError:
         return None
-    container = traced_value(pr.inputs[0], call=getattr(ctx, "_metatrace_call", None),
-                             fn=getattr(ctx, "_metatrace_fn", None))
+    container = traced_value(pr.inputs[0], call=session(ctx).call,
+                             fn=session(ctx).fn)
     if container is NotImplemented or _is_code(container):
         return None
     return ctx, pr, name, container
@@ -160,7 +161,7 @@ def _check_not_shadowed(ctx, pr: ProvenanceRecord, func, obj, name: str) -> None
     (``block.forward = f``, ``obj.act = types.MethodType(g, obj)``) shadows the class's method.
     A plain function there has no ``__func__``: the prologue raises, and thunder takes a raising
     prologue as a miss."""
-    seen = ctx.__dict__.setdefault("_metatrace_callees", set())
+    seen = session(ctx).callees
     key = (id(obj), name, "instance")
     if key not in seen:
         seen.add(key)
@@ -168,7 +169,7 @@ def _check_not_shadowed(ctx, pr: ProvenanceRecord, func, obj, name: str) -> None
 
 
 def _check_function(ctx, pr: ProvenanceRecord, fn, key: tuple, why: str = _WHY) -> None:
-    seen = ctx.__dict__.setdefault("_metatrace_callees", set())
+    seen = session(ctx).callees
     if key in seen:
         return
     seen.add(key)

@@ -17,6 +17,7 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import NumberProxy, TensorProxy
 
+from metatrace.guards.compile_session import session
 from metatrace.metas import concretizations
 from metatrace.metas.record_state import INTERPRETING
 from metatrace.guards.explain import log_miss
@@ -36,8 +37,9 @@ def _interpret(original):
         def remembering(*call_args, **call_kwargs):
             try:
                 ctx = jit_ext.get_jit_ctx()
-                ctx._metatrace_call = (call_args, call_kwargs)
-                ctx._metatrace_fn = fn
+                compile_session = session(ctx)
+                compile_session.call = (call_args, call_kwargs)
+                compile_session.fn = fn
                 if concretizations.COLLECTOR.get() is not None:
                     check_defaults(ctx, fn)
             except LookupError:
@@ -56,15 +58,15 @@ def _jit_ctx(original):
     @contextlib.contextmanager
     def jit_ctx(ctx):
         if not using_symbolic_values():
-            ctx._metatrace_guards = None
+            session(ctx).guards = None
             with original(ctx):
                 yield
             return
-        collector = getattr(ctx, "_metatrace_guards", None)
+        compile_session = session(ctx)
+        collector = compile_session.guards
         if collector is None:
             log_miss()  # a new trace under an existing function: say why its entries were rejected
-            collector = GuardCollector()
-            ctx._metatrace_guards = collector
+            collector = compile_session.guards = GuardCollector()
         token = concretizations.COLLECTOR.set(collector)
         interpreting = INTERPRETING.set(True)
         try:
@@ -102,9 +104,9 @@ def check_defaults(ctx, fn) -> None:
 def _propagate_constraints(original):
     def propagate_constraints(ctx, inputs, intermediates, computation_trace):
         original(ctx, inputs, intermediates, computation_trace)
-        call = getattr(ctx, "_metatrace_call", None)
+        call = session(ctx).call
         numbers = add_structure_constraints(ctx, computation_trace, *call, inputs)[1] if call is not None else []
-        collector = getattr(ctx, "_metatrace_guards", None)
+        collector = session(ctx).guards
         if collector is not None:
             names = input_names(ctx, inputs)
             forward_texts = add_prologue_constraints(ctx, inputs, computation_trace, collector, names, numbers)
@@ -121,11 +123,11 @@ def input_names(ctx, inputs) -> dict[str, str]:
     """Readable names for guard texts: the interpreter's proxies renamed to the function's
     argument names (``i3`` -> ``i``), input tensor sizes as ``a.shape[2]``."""
     names = {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}
-    parameters = _parameter_names(getattr(ctx, "_metatrace_fn", None))
+    parameters = _parameter_names(session(ctx).fn)
     for v in inputs:
         p = v.proxy
         if isinstance(p, NumberProxy) and (text := _history_text(p.history, parameters=parameters)
-                                           or _state_text(p.history, getattr(ctx, "_metatrace_fn", None))):
+                                           or _state_text(p.history, session(ctx).fn)):
             if p.name not in names or "[" in text or "." in text:
                 # an element of a container argument reads as ``l[0]``, not as the local variable
                 # it was first stored in (thunder names proxies after locals: ``best > item``)

@@ -44,6 +44,7 @@ from thunder.core.interpreter import (
 )
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
+from metatrace.guards.compile_session import session
 from metatrace.interpret.library_code import is_library_module
 from metatrace.interpret.provenance import (
     EXT_FLAG_LIBRARY_MODULE,
@@ -314,7 +315,7 @@ def _iterated_container(owner_pr: ProvenanceRecord) -> bool:
         ctx = jit_ext.get_jit_ctx()
     except LookupError:
         return True
-    owner = traced_value(owner_pr, fn=getattr(ctx, "_metatrace_fn", None))
+    owner = traced_value(owner_pr, fn=session(ctx).fn)
     return owner is NotImplemented or isinstance(owner, _ITERATED_CONTAINERS)
 
 
@@ -395,7 +396,7 @@ def _is_contiguous_meta(original):
             ctx = jit_ext.get_jit_ctx()
         except LookupError:
             return result
-        real = traced_value(a.history, call=getattr(ctx, "_metatrace_call", None))
+        real = traced_value(a.history, call=session(ctx).call)
         if not isinstance(real, torch.Tensor):
             return result  # an intermediate: thunder's answer (it models every result as contiguous)
         memory_format = kwargs.get("memory_format", args[0] if args else torch.contiguous_format)

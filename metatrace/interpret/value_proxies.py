@@ -24,6 +24,7 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
 from thunder.core.proxies import NumberProxy, proxy
 
+from metatrace.guards.compile_session import session
 from metatrace.interpret.provenance import an_argument_or_its_item
 
 NOT_HANDLED = object()
@@ -55,10 +56,7 @@ def note_number_leaf(ctx, value: WrappedValue, p: Any) -> None:
         and type(p.value) in (bool, int, float, complex)
         and not an_argument_or_its_item(value.provenance)
     ):
-        leaves = getattr(ctx, "_metatrace_number_leaves", None)
-        if leaves is None:
-            leaves = ctx._metatrace_number_leaves = {}
-        leaves.setdefault(p.name, p)
+        session(ctx).number_leaves.setdefault(p.name, p)
 
 
 def proxify_static(ctx, value: WrappedValue) -> Any:

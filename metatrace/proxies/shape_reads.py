@@ -34,6 +34,7 @@ the traces it was made for.
 from __future__ import annotations
 
 import functools
+import weakref
 
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
@@ -45,9 +46,25 @@ from thunder.core.trace import get_tracectx, is_tracing
 from metatrace.patching import Patch, attribute, item
 from metatrace.proxies.number_methods import in_meta
 
-# The attribute of a TraceCtx holding its scopes' state: id(scope) -> ScopeState (each entry holds
-# its scope, so a recycled id is never mistaken for another list).
-_STATE = "_metatrace_scopes"
+# Each trace's scopes' state: TraceCtx -> {id(scope) -> ScopeState} (each entry holds its scope,
+# so a recycled id is never mistaken for another list), weakly keyed: it dies with the trace. The
+# last trace asked for is remembered (weakly) beside it: a shape read asks on every read.
+_STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_last: tuple = (lambda: None, None)  # (weak reference to a trace, its states)
+
+
+def _states_of(trace, create: bool) -> dict | None:
+    global _last
+    ref, states = _last
+    if ref() is trace:
+        return states
+    states = _STATES.get(trace)
+    if states is None:
+        if not create:
+            return None
+        states = _STATES[trace] = {}
+    _last = (weakref.ref(trace), states)
+    return states
 
 
 class ScopeState:
@@ -83,11 +100,9 @@ def scope_state(scope: list, *, create: bool = True) -> ScopeState | None:
     trace = get_tracectx()
     if trace is None:
         return ScopeState(scope) if create else None
-    states = trace.__dict__.get(_STATE)
+    states = _states_of(trace, create)
     if states is None:
-        if not create:
-            return None
-        states = trace.__dict__[_STATE] = {}
+        return None
     state = states.get(id(scope))
     if state is not None and state.scope is scope:
         return state
@@ -104,7 +119,8 @@ def scope_state(scope: list, *, create: bool = True) -> ScopeState | None:
 def scope_states() -> list[ScopeState]:
     """The state of every scope of the current trace that has one."""
     trace = get_tracectx()
-    return list(trace.__dict__.get(_STATE, {}).values()) if trace is not None else []
+    states = _states_of(trace, False) if trace is not None else None
+    return list(states.values()) if states is not None else []
 
 
 def defined_in(scope: list) -> set[str]:

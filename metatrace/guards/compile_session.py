@@ -1,0 +1,53 @@
+"""What metatrace collects while thunder interprets one call for a compile, in one typed object.
+
+thunder's interpreter runs the user's function once per compile under a ``JitCtx``; metatrace's
+hooks along the way (the interpreter's wrap callback, lookasides, the prologue's builder) share
+what they learn about that call: the function and its arguments, the guard collector, the numbers
+read from outside the arguments, the callees and modules already checked, the values whose
+contents the prologue checks. :func:`session` is the one accessor.
+
+Lifetime: one :class:`CompileSession` per ``JitCtx``, weakly keyed by it: it dies with the
+compile's context (thunder drops it when the compile ends), and nothing of metatrace's is set on
+thunder's objects.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(eq=False)
+class CompileSession:
+    # the function thunder interprets (the user's, or a module) and the call being compiled
+    fn: Callable | None = None
+    call: tuple | None = None  # (args, kwargs)
+    # the compile's GuardCollector (metatrace.guards.collect); None under constant values
+    guards: Any = None
+    # name -> symbolic number read from anywhere but the call's arguments (its type is checked)
+    number_leaves: dict = field(default_factory=dict)
+    # callees (metatrace.interpret.callee_checks) and provenances of values already checked
+    callees: set = field(default_factory=set)
+    value_checks: set = field(default_factory=set)
+    # the check of the modules the trace called (metatrace.interpret.called_modules), once made
+    called_modules: Any = None
+
+
+_SESSIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # JitCtx -> CompileSession
+# the last context asked for, weakly, and its session: the wrap callback asks for every value
+_last: tuple = (lambda: None, None)
+
+
+def session(ctx) -> CompileSession:
+    """The session of the compile that ``ctx`` (thunder's ``JitCtx``) interprets."""
+    global _last
+    ref, found = _last
+    if ref() is ctx:
+        return found
+    found = _SESSIONS.get(ctx)
+    if found is None:
+        found = _SESSIONS[ctx] = CompileSession()
+    _last = (weakref.ref(ctx), found)
+    return found
