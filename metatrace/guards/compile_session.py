@@ -13,10 +13,11 @@ thunder's objects.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from metatrace.weak_tables import WeakTable
 
 
 @dataclass(eq=False)
@@ -35,19 +36,9 @@ class CompileSession:
     called_modules: Any = None
 
 
-_SESSIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # JitCtx -> CompileSession
-# the last context asked for, weakly, and its session: the wrap callback asks for every value
-_last: tuple = (lambda: None, None)
+_SESSIONS = WeakTable(CompileSession)  # JitCtx -> CompileSession
 
 
 def session(ctx) -> CompileSession:
     """The session of the compile that ``ctx`` (thunder's ``JitCtx``) interprets."""
-    global _last
-    ref, found = _last
-    if ref() is ctx:
-        return found
-    found = _SESSIONS.get(ctx)
-    if found is None:
-        found = _SESSIONS[ctx] = CompileSession()
-    _last = (weakref.ref(ctx), found)
-    return found
+    return _SESSIONS.get(ctx)

@@ -34,7 +34,6 @@ the traces it was made for.
 from __future__ import annotations
 
 import functools
-import weakref
 
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
@@ -44,27 +43,12 @@ from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx, is_tracing
 
 from metatrace.patching import Patch, attribute, item
+from metatrace.weak_tables import WeakTable
 from metatrace.proxies.number_methods import in_meta
 
 # Each trace's scopes' state: TraceCtx -> {id(scope) -> ScopeState} (each entry holds its scope,
-# so a recycled id is never mistaken for another list), weakly keyed: it dies with the trace. The
-# last trace asked for is remembered (weakly) beside it: a shape read asks on every read.
-_STATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_last: tuple = (lambda: None, None)  # (weak reference to a trace, its states)
-
-
-def _states_of(trace, create: bool) -> dict | None:
-    global _last
-    ref, states = _last
-    if ref() is trace:
-        return states
-    states = _STATES.get(trace)
-    if states is None:
-        if not create:
-            return None
-        states = _STATES[trace] = {}
-    _last = (weakref.ref(trace), states)
-    return states
+# so a recycled id is never mistaken for another list), weakly keyed: it dies with the trace.
+_STATES = WeakTable(dict)
 
 
 class ScopeState:
@@ -100,7 +84,7 @@ def scope_state(scope: list, *, create: bool = True) -> ScopeState | None:
     trace = get_tracectx()
     if trace is None:
         return ScopeState(scope) if create else None
-    states = _states_of(trace, create)
+    states = _STATES.get(trace, create)
     if states is None:
         return None
     state = states.get(id(scope))
@@ -119,7 +103,7 @@ def scope_state(scope: list, *, create: bool = True) -> ScopeState | None:
 def scope_states() -> list[ScopeState]:
     """The state of every scope of the current trace that has one."""
     trace = get_tracectx()
-    states = _states_of(trace, False) if trace is not None else None
+    states = _STATES.get(trace, False) if trace is not None else None
     return list(states.values()) if states is not None else []
 
 

@@ -1,0 +1,36 @@
+"""A table of metatrace's state beside thunder's objects, weakly keyed by them.
+
+metatrace keeps what it learns about a thunder object (a compile's ``JitCtx``, a ``TraceCtx``)
+in a table here instead of an attribute on the object: the entry dies with the object, and
+thunder's objects carry nothing of metatrace's. The object asked for last is remembered (by a
+weak reference) beside its entry: the hooks ask for the same one many times in a row (a shape
+read on every read, the wrap callback for every value), and a weak dictionary's lookup makes a
+weak reference each time.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+
+
+class WeakTable:
+    """object -> entry, made by ``make()`` on first use; weakly keyed."""
+
+    def __init__(self, make: Callable[[], object]):
+        self._make = make
+        self._entries: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._last: tuple = (lambda: None, None)  # (weak reference to the last object, its entry)
+
+    def get(self, obj, create: bool = True):
+        """The entry of ``obj`` (made if missing and ``create``, else None)."""
+        ref, entry = self._last
+        if ref() is obj:
+            return entry
+        entry = self._entries.get(obj)
+        if entry is None:
+            if not create:
+                return None
+            entry = self._entries[obj] = self._make()
+        self._last = (weakref.ref(obj), entry)
+        return entry
