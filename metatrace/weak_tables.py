@@ -5,7 +5,8 @@ in a table here instead of an attribute on the object: the entry dies with the o
 thunder's objects carry nothing of metatrace's. The object asked for last is remembered (by a
 weak reference) beside its entry: the hooks ask for the same one many times in a row (a shape
 read on every read, the wrap callback for every value), and a weak dictionary's lookup makes a
-weak reference each time.
+weak reference each time. The remembered entry is let go when its object dies (the weak
+reference's callback), so a dead object's entry is not kept alive until the next lookup.
 """
 
 from __future__ import annotations
@@ -32,5 +33,9 @@ class WeakTable:
             if not create:
                 return None
             entry = self._entries[obj] = self._make()
-        self._last = (weakref.ref(obj), entry)
+        self._last = (weakref.ref(obj, self._forget_last), entry)
         return entry
+
+    def _forget_last(self, ref) -> None:
+        if self._last[0] is ref:
+            self._last = (lambda: None, None)

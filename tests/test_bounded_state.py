@@ -135,3 +135,39 @@ def test_compiled_and_dropped_functions_leave_no_metatrace_state(enabled):
         tracemalloc.stop()
     per_function = (after - before) / DROPPED
     assert per_function < 200, f"metatrace keeps {per_function:.0f} bytes per compiled-and-dropped function"
+
+
+# ---------------------------------------------------------------------------------------------
+# WeakTable: an entry dies with its object, the remembered last one too
+# ---------------------------------------------------------------------------------------------
+
+
+class _Key:
+    pass
+
+
+def test_a_weak_tables_entry_dies_with_its_object_even_when_asked_for_last():
+    import weakref
+
+    from metatrace.weak_tables import WeakTable
+
+    class Entry:
+        pass
+
+    table = WeakTable(Entry)
+    key = _Key()
+    entry_ref = weakref.ref(table.get(key))  # the last one asked for: remembered beside the table
+    del key
+    gc.collect()
+    assert entry_ref() is None
+
+
+def test_a_weak_table_gives_the_same_entry_for_one_object_and_none_when_not_creating():
+    from metatrace.weak_tables import WeakTable
+
+    table = WeakTable(dict)
+    first, second = _Key(), _Key()
+    entry = table.get(first)
+    table.get(second)  # the remembered last one is now another object's
+    assert table.get(first) is entry
+    assert table.get(_Key(), create=False) is None
