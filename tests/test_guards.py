@@ -16,7 +16,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy
 import metatrace
 from metatrace.codegen import cache
 from metatrace.guards.collect import GuardFailure
-from metatrace.guards.program import check_guards
+from metatrace.guards.compiled_program import check_guards
 from metatrace.guards.registry import PROGRAMS
 from workloads import causal_attention, causal_mask
 

@@ -11,6 +11,9 @@ import metatrace.metas.runtime as rt
 import metatrace.metas.record_state as record_state
 from metatrace.metas import concretizations
 from metatrace.guards.collect import GuardCollector
+from metatrace.metas.concretizations import ReasonKind
+
+BAKED_IN = ReasonKind.BAKED_IN
 from prim_samples import direct_call_context, n
 
 
@@ -81,8 +84,9 @@ def test_concretizations_report_the_value_baked_in(recorder):
     assert [10, 20, 30][rt.index(d)] == 20
     assert list(rt.range_(n(3))) == [0, 1, 2]
     assert rt.int_(n(4)) == 4 and rt.sorted_([n(2), 1]) == [1, 2]
-    assert [(g.op, g.rhs, g.why) for g in collector.guards] == [
-        ("eq", 1, "index"), ("eq", 3, "index"), ("eq", 4, "int()"), ("eq", 2, "sorted()")
+    assert [(g.op, g.rhs, g.why.kind, g.why.text) for g in collector.guards] == [
+        ("eq", 1, BAKED_IN, "index"), ("eq", 3, BAKED_IN, "index"), ("eq", 4, BAKED_IN, "int()"),
+        ("eq", 2, BAKED_IN, "sorted()"),
     ]
 
 

@@ -29,9 +29,10 @@ import metatrace
 import metatrace.guards.simplify as simplify_module
 import metatrace.guards.simplify.reduction as reduction_module
 from metatrace.guards.collect import GuardFailure
-from metatrace.guards.program import GuardProgram
+from metatrace.guards.compiled_program import GuardProgram
 from metatrace.guards.projection import project
 from metatrace.guards.record import Guard
+from metatrace.metas.concretizations import BRANCH
 from metatrace.guards.simplify import simplify
 from workloads import causal_attention, causal_mask
 
@@ -83,7 +84,7 @@ class Builder:
         return out
 
     def guard(self, op, lhs, rhs):
-        self.guards.append(Guard(op, lhs, rhs, "test"))
+        self.guards.append(Guard(op, lhs, rhs, BRANCH))
 
     def simplified(self):
         leaf_names = {p.name for p in self.leaves}

@@ -12,22 +12,18 @@ size to its value. Correct, if with less reuse than the forward's own guards.
 from __future__ import annotations
 
 import functools
-import logging
 
 import thunder.transforms.autodiff as autodiff
 
 from metatrace.metas import concretizations
 from metatrace.metas.record_state import INTERPRETING
-from metatrace.guards.collect import GuardCollector, exact
+from metatrace.guards.collect import GuardCollector
+from metatrace.guards.compiled_program import GuardProgram
 from metatrace.guards.grad_program import PendingGradProgram, take_pending_grad_program
-from metatrace.guards.program import GuardProgram, normalize
-from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project
-from metatrace.guards.record import FLOAT_RANGE, Guard
+from metatrace.guards.program import ProgramScope, build_program, pin_program
+from metatrace.guards.projection import producer_map
 from metatrace.guards.registry import PROGRAMS
-from metatrace.guards.simplify import simplify
 from metatrace.patching import Patch, attribute
-
-logger = logging.getLogger("metatrace.guards.collect")
 
 
 def _grad_transform_on_trace(original):
@@ -51,53 +47,21 @@ def _grad_transform_on_trace(original):
     return grad_transform_on_trace
 
 
-def _program(pending: PendingGradProgram, collector, traces) -> GuardProgram:
-    program_id, leaves, renamed, shown = pending.program_id, pending.leaves, pending.renamed, pending.shown
-    sizes, forward_texts = pending.sizes, pending.forward_texts
+def _program(pending: PendingGradProgram, collector: GuardCollector, traces) -> GuardProgram:
+    """The reserved program, filled by the one builder (metatrace.guards.program) over every
+    input number and size, named as the computation trace names them; a guard no expression of
+    them states pins them all (only identical inputs reuse this backward)."""
     producers: dict = {}
     for t in traces:
         for name, bsym in producer_map(t, collector).items():
             producers.setdefault(name, bsym)
-    leaf_names = set(renamed)
-    guards, texts, seen = [], [], set()
-    for guard in collector.guards:
-        guard = normalize(guard, producers)
-        if guard.key() in seen:
-            continue
-        seen.add(guard.key())
-        try:
-            _, used = project([guard.lhs, guard.rhs], producers, is_leaf=lambda p: p.name in leaf_names)
-        except Unprojectable as e:
-            if guard.why == FLOAT_RANGE:
-                # float(n) of a number no guard can express (a cotangent): no guard relies on it,
-                # as in the forward program (metatrace.guards.program)
-                seen.discard(guard.key())
-                continue
-            # Pin every input number and size: only identical inputs reuse this backward.
-            site = f" at {guard.where}" if guard.where else ""
-            why = f"pinned by the grad transform: {e}{site}"
-            pins = [Guard("eq", p, exact(p.value), why) for p in leaves]
-            texts = [f"{n} == {p.value!r} ({why})" for n, p in zip(shown, leaves)]
-            return GuardProgram(program_id, pins, texts, leaves, {})
-        guards.append(guard)
-    names = dict(zip(renamed, shown))
-    if getattr(collector, "inexact_float", False):
-        # an integer beyond 2**53 was converted to float: the simplifier's float(n) == n does not
-        # hold, so the guards are checked as recorded (as the forward program does)
-        checked = guards
-        texts = [describe_guard(guard, producers, names) + " (grad transform)" for guard in guards]
-        return GuardProgram(program_id, checked, texts, leaves, producers, leaf_names=renamed)
-    try:
-        checked = simplify(guards, producers, renamed, names, sizes, is_leaf=lambda p: p.name in leaf_names)
-    except Exception:  # not expected: the guards as recorded are as correct, only longer
-        logger.warning("guard simplification failed: checking the grad guards as recorded", exc_info=True)
-        checked = guards
-        texts = [describe_guard(guard, producers, names) + " (grad transform)" for guard in guards]
-    else:
-        checked = [g for g in checked if g.text not in forward_texts]  # the forward checks those
-        texts = [g.text + " (grad transform)" for g in checked]
-    # Guards name the computation trace's proxies: parameters follow the renamed leaf names.
-    return GuardProgram(program_id, checked, texts, leaves, producers, leaf_names=renamed)
+    scope = ProgramScope(pending.leaves, frozenset(pending.sizes), dict(zip(pending.renamed, pending.shown)),
+                         leaf_names=pending.renamed, reserved=True, suffix=" (grad transform)",
+                         skip=pending.forward_texts)
+    built = build_program(pending.program_id, collector, producers, scope)
+    if built.pin_all is not None:
+        return pin_program(pending.program_id, scope, f"pinned by the grad transform: {built.pin_all}")
+    return built.program
 
 
 def patches() -> list[Patch]:

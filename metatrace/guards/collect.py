@@ -34,7 +34,8 @@ import thunder
 import thunder.core.prims as prims
 from thunder.core.proxies import NumberProxy
 
-from metatrace.guards.record import FLOAT_RANGE, Guard, is_leaf
+from metatrace.guards.record import Guard, is_leaf
+from metatrace.metas.concretizations import BRANCH, FLOAT_RANGE, Reason, ReasonKind, baked_in
 from metatrace.metas.number_ops import NEGATION
 
 
@@ -96,7 +97,7 @@ class DataDependentError(MetatraceError, RuntimeError):
     def __init__(self, guard: "Guard", value, source, where: str):
         self.guard, self.value, self.source, self.where = guard, value, source, where
         read = f"{source.sym.name}({', '.join(getattr(a, 'name', repr(a)) for a in source.flat_args)})"
-        what = "a branch or check" if guard.why == "branch" else f"a value baked in ({guard.why})"
+        what = guard.why.kind.value if guard.why.kind is ReasonKind.BRANCH else f"{guard.why.kind.value} ({guard.why})"
         super().__init__(
             f"{what} depends on {value.name}, which is computed from {read}: a value read from tensor data has "
             f"no trace-time value under cache=\"symbolic values\""
@@ -172,20 +173,20 @@ class GuardCollector:
                 # An ordered comparison with NaN is False, and its negation (``f <= 0.5`` for
                 # ``not f > 0.5``) is False too: the guard is ``f != f`` (f is NaN), which is
                 # exactly where every ordered comparison of f is False.
-                self._add(Guard("ne", nan, nan, "branch"))
+                self._add(Guard("ne", nan, nan, BRANCH))
                 return
         if not value:
             op = NEGATION[op]
-        self._add(Guard(op, lhs, rhs, "branch"))
+        self._add(Guard(op, lhs, rhs, BRANCH))
 
     def float_range(self, x: Any, bound: int) -> None:
         """``-bound <= x <= bound`` (it holds for the call traced): what ``float(x)`` needs to be
-        exact. Left out where it cannot be projected (``record.FLOAT_RANGE``)."""
+        exact. Left out where it cannot be projected (``ReasonKind.FLOAT_RANGE``)."""
         self._add(Guard("le", x, bound, FLOAT_RANGE))
         self._add(Guard("ge", x, -bound, FLOAT_RANGE))
 
-    def static(self, x: Any, value: Any, why: str) -> None:
-        self._add(Guard("eq", x, exact(value), why))
+    def static(self, x: Any, value: Any, why: str | Reason) -> None:
+        self._add(Guard("eq", x, exact(value), baked_in(why)))
 
     def produced(self, bsym) -> None:
         for out in bsym.flat_proxy_outs:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from thunder.core.compile_data import _compile_data
 from thunder.core.proxies import NumberProxy, TensorProxy
 
-from metatrace.guards.program import GuardProgram, ProgramConstraint, input_sizes_and_numbers
+from metatrace.guards.compiled_program import GuardProgram, ProgramConstraint, input_sizes_and_numbers
 from metatrace.guards.registry import PROGRAMS, new_id
 
 
@@ -32,7 +32,7 @@ class PendingGradProgram:
     renamed: list[str]  # their names in the computation trace (the interpreter's i3 becomes i)
     shown: list[str]  # their names in guard texts (``x.shape[0]``)
     sizes: set[str]  # the renamed names that are tensor sizes (known >= 0)
-    forward_texts: frozenset[str]  # guards the forward's program checks already (not checked twice)
+    forward_texts: frozenset[str]  # plain texts of the guards the forward's program checks (not checked twice)
 
 
 _PENDING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # CompileStats -> PendingGradProgram

@@ -1,26 +1,42 @@
-"""The prologue's guard program: a cache entry's guards, normalized and simplified, compiled into
-one Python function of the entry's input numbers and sizes that the prologue calls.
+"""The one builder of guard programs: a compile step's collected guards -> one checked program.
 
-A guard that cannot be projected onto the inputs pins every input number and size instead
-(:func:`add_prologue_constraints`): slower, never wrong.
+Two compile steps collect guards: thunder's interpretation of the function (the prologue's
+program, :func:`add_prologue_constraints`, from thunder's ``propagate_constraints``) and the grad
+transform, which runs after the prologue is built (:mod:`metatrace.grad.deferred_guards` fills
+the program the prologue reserved for it). Both call :func:`build_program`, whose steps run in
+this order, each for a reason:
+
+1. normalize: a truth test of a comparison is the comparison, one operand order for ``==`` and
+   ``!=`` (duplicates are found, texts read as relations);
+2. drop tautologies and duplicates;
+3. project each guard onto the program's leaves (input numbers and sizes). A guard over static
+   numbers only is a value check of them (thunder's prologue reads a static number only when it
+   is an input); a float-range guard that does not project is left out (no guard over the
+   inputs relies on it); any other guard that does not project pins every leaf: slower, never
+   wrong;
+4. simplify (:mod:`metatrace.guards.simplify`), unless an integer beyond 2**53 was converted to
+   float (the algebra reads ``float(n)`` as ``n``) or the simplifier fails: then the guards are
+   checked as recorded, as correct and only longer;
+5. compile into one function (:class:`metatrace.guards.compiled_program.GuardProgram`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
-from metatrace.guards.collect import ORDERED, GuardCollector, GuardFailure, is_nan
+from metatrace.guards.collect import ORDERED, GuardCollector, exact, is_nan
+from metatrace.guards.compiled_program import GuardProgram, ProgramConstraint, input_sizes_and_numbers
 from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project
-from metatrace.guards.record import FLOAT_RANGE, Guard, is_leaf
-from metatrace.metas.concretizations import SHOWN_WHY
-from metatrace.guards.registry import PROGRAMS, guard_symbol, new_id
-from metatrace.guards.simplify import python_check, recorded_parts
-from metatrace.guards.structure import add_number_type_constraint, check_failed, number_types_changed
+from metatrace.guards.record import Guard, is_leaf
+from metatrace.guards.registry import PROGRAMS, new_id
+from metatrace.guards.structure import add_number_type_constraint
 from metatrace.metas import number_ops
+from metatrace.metas.concretizations import Reason, ReasonKind
 from metatrace.metas.number_ops import MIRROR, NEGATION
 
 # The logger's name from before the guards were split by concern: logging configurations name it.
@@ -70,100 +86,98 @@ def is_tautology(guard: Guard, sizes: set[str]) -> bool:
     return (size_lhs and zero(guard.rhs) and guard.op == "ge") or (size_rhs and zero(guard.lhs) and guard.op == "le")
 
 
-class GuardProgram:
-    """The guards of one cache entry as one function of the entry's input numbers and sizes.
+@dataclass(frozen=True)
+class ProgramScope:
+    """What a program is written over and how its texts name things.
 
-    Producer chains are written out as Python expressions (``(v0 + 1) // 2 <= v1``), so the
-    prologue pays one call and a few arithmetic operations per guard, not a bound symbol each.
-    """
+    ``leaves``: the leaf proxies in input order (an equality between two keeps the earlier);
+    ``leaf_names``: how the guards name them when not by their own names (the grad transform's
+    guards speak of the computation trace's names); ``reserved``: the prologue passes every leaf
+    (the grad program's call was added before its guards were known), else the program takes the
+    leaves its guards use; ``sizes``: guard names of the leaves that are tensor sizes (>= 0);
+    ``names``: guard name -> display name (``T``, ``x.shape[0]``); ``suffix``: added to every
+    text (``(grad transform)``); ``skip``: texts of guards another program checks already."""
 
-    def __init__(
-        self,
-        program_id: str,
-        guards: list[Guard],
-        texts: list[str],
-        leaves: list[NumberProxy],
-        producers: dict[str, Any],
-        leaf_names: list[str] | None = None,
-        number_types: tuple = (),
-    ):
-        self.program_id = program_id
-        self.texts = texts
-        self.leaves = leaves
-        self.number_types = tuple(number_types)
-        # leaf_names: how the guards' proxies name the leaves, if not by the leaves' own names.
-        # One parameter per leaf position (the prologue passes every leaf); a name seen twice
-        # (a size shared by two inputs) reads the first.
-        names = leaf_names or [p.name for p in leaves]
-        signature = [f"v{i}" for i in range(len(names))]
-        params: dict[str, str] = {}
-        for name, param in zip(names, signature):
-            params.setdefault(name, param)
-        constants: list[Any] = []
+    leaves: list
+    sizes: frozenset
+    names: dict
+    leaf_names: list | None = None
+    reserved: bool = False
+    number_types: tuple = ()
+    suffix: str = ""
+    skip: frozenset = frozenset()
 
-        def const(x) -> str:
-            constants.append(x)
-            return f"_c[{len(constants) - 1}]"
+    def guard_names(self) -> list[str]:
+        return self.leaf_names if self.leaf_names is not None else [p.name for p in self.leaves]
 
-        # After the leaves, one parameter per number argument whose type is checked first
-        # (metatrace.guards.structure): one prologue call for the structure and the guards.
-        typed = [f"n{i}" for i in range(len(self.number_types))]
-        lines = [f"def guards({', '.join(signature + typed)}):"]
-        if typed:
-            mismatch = " or ".join(f"type({n}) is not _types[{i}]" for i, n in enumerate(typed))
-            lines += [f"    if {mismatch}:", f"        _types_changed(_id, _types, {', '.join(typed)})"]
-        for i, g in enumerate(guards):
-            # a metatrace.guards.simplify.SimpleGuard writes its own Python over the leaves; a
-            # guard as recorded is written by the same emitter, over its producer chains
-            parts = g.parts if hasattr(g, "python") else recorded_parts(g, producers, params.__contains__)
-            check = python_check(parts, params.__getitem__, const)
-            lines.append(f"    if not ({check}):")
-            lines.append(f"        _fail(_id, _t[{i}])")
-        lines.append("    return None")
-        self.source = "\n".join(lines)
-        namespace = {**number_ops.NAMESPACE, "_c": tuple(constants), "_t": tuple(texts), "_fail": _fail,
-                     "_id": program_id, "_types": self.number_types, "_types_changed": number_types_changed}
-        exec(compile(self.source, "<metatrace guards>", "exec"), namespace)
-        self.fn = namespace["guards"]
-
-
-def _fail(program_id: str, text: str) -> None:
-    logger.debug("guard failed: %s", text)
-    raise check_failed(f"guard failed: {text}", GuardFailure, program_id)
-
-
-# Guard programs by id (metatrace.guards.registry.PROGRAMS): the prologue's bound symbol carries the id.
-
-
-def check_guards(program_id: str, *leaves) -> None:
-    """Runs in the prologue (python executor). Raises, never asserts: asserts vanish under -O."""
-    PROGRAMS[program_id].fn(*leaves)
+    def leaf_test(self) -> Callable[[NumberProxy], bool]:
+        if self.leaf_names is None:
+            return is_leaf  # an input number or size: the prologue can unpack it
+        names = set(self.leaf_names)
+        return lambda p: p.name in names
 
 
 @dataclass
-class ProgramConstraint:
-    """A prologue constraint: thunder calls it with the prologue's proxies for the leaves."""
+class BuiltProgram:
+    """What :func:`build_program` made: the program (None: nothing to check), the texts explain
+    shows, the plain texts of the guards it checks, and why every leaf must be pinned (None: no
+    guard needs that)."""
 
-    program_id: str
-
-    def __call__(self, *leaves):
-        guard_symbol()(self.program_id, *leaves)
-
-
-def input_sizes_and_numbers(inputs) -> list[NumberProxy]:
-    out = []
-    for v in inputs:
-        p = getattr(v, "proxy", v)
-        if isinstance(p, NumberProxy):
-            out.append(p)
-        elif isinstance(p, TensorProxy):
-            out.extend(s for s in p._shape if isinstance(s, NumberProxy) and is_leaf(s))
-    return out
+    program: GuardProgram | None
+    texts: list[str]
+    checked_texts: frozenset
+    pin_all: str | None
 
 
-def _size_names(inputs) -> set[str]:
-    return {s.name for v in inputs if isinstance(p := getattr(v, "proxy", v), TensorProxy)
-            for s in p._shape if isinstance(s, NumberProxy)}
+def build_program(
+    program_id: str, collector: GuardCollector, producers: dict[str, Any], scope: ProgramScope,
+    static_check: Callable[[NumberProxy], None] | None = None,
+) -> BuiltProgram:
+    """The collector's guards as one program over ``scope`` (steps 1-5 of the module's text).
+    ``static_check(p)``: checks a static number's value in the prologue (the forward's; the grad
+    transform runs after the prologue is built, where its guards' static leaves are inputs whose
+    values thunder's prologue checks)."""
+    from metatrace.guards.simplify import simplify  # looked up per call: tests spy on it
+
+    projected = _project_guards(collector, producers, scope, static_check)
+    guards = projected.guards
+    order = scope.guard_names()
+    try:
+        if collector.inexact_float:
+            # an integer beyond 2**53 was converted to float: the algebra's reading of float(n)
+            # as n does not hold (metatrace.proxies.float_numbers.guard_exact_float)
+            raise _AsRecorded()
+        checked = simplify(guards, producers, order if scope.leaf_names is not None else scope.leaves,
+                           scope.names, scope.sizes, is_leaf=scope.leaf_test())
+        checked = [g for g in checked if g.text not in scope.skip]  # another program checks those
+        texts = [_with_reason(g, projected.decided | projected.reasons, projected.excluded) + scope.suffix
+                 for g in checked]
+        plain, simplified = frozenset(g.text for g in checked), True
+    except Exception as e:  # not expected: the guards as recorded are as correct, only longer
+        if not isinstance(e, _AsRecorded):
+            logger.warning("guard simplification failed: checking the guards as recorded", exc_info=True)
+        checked = guards
+        texts = [describe_guard(g, producers, scope.names) + scope.suffix for g in guards]
+        plain, simplified = frozenset(), False
+    if scope.reserved:
+        leaves, leaf_names = scope.leaves, scope.leaf_names
+    else:
+        used = {name for g in checked for name in g.leaves} if simplified else set(projected.leaves)
+        leaves, leaf_names = [p for n, p in projected.leaves.items() if n in used], None
+    program = None
+    if checked or scope.reserved:
+        program = GuardProgram(program_id, checked, texts, leaves, producers, leaf_names=leaf_names,
+                               number_types=scope.number_types)
+    return BuiltProgram(program, texts, plain, projected.pin_all)
+
+
+def pin_program(program_id: str, scope: ProgramScope, why: str) -> GuardProgram:
+    """A program that accepts only the leaves' current values: for a guard no expression of the
+    leaves states, where the prologue can no longer get constraints of its own (grad)."""
+    reason = Reason(ReasonKind.PINNED, why)
+    pins = [Guard("eq", p, exact(p.value), reason) for p in scope.leaves]
+    texts = [f"{scope.names.get(n, n)} == {p.value!r} ({why})" for n, p in zip(scope.guard_names(), scope.leaves)]
+    return GuardProgram(program_id, pins, texts, scope.leaves, {})
 
 
 def _with_reason(guard, reasons: dict[str, str], excluded: dict | None = None) -> str:
@@ -187,108 +201,103 @@ class _AsRecorded(Exception):
 
 @dataclass
 class _Projected:
-    """The collector's guards that the program checks, projected onto the inputs."""
+    """The collector's guards that the program checks, projected onto the leaves."""
 
     guards: list = field(default_factory=list)
     leaves: dict = field(default_factory=dict)  # leaf name -> proxy, in first-use order
     reasons: dict = field(default_factory=dict)  # leaf name -> what first baked in a value computed from it
     decided: dict = field(default_factory=dict)  # leaf name -> the first branch or check that read it
     excluded: dict = field(default_factory=dict)  # leaf names of a != guard -> the line that decided it
-    pin_all: str | None = None  # why every input is pinned (a guard no input expression can state)
+    pin_all: str | None = None  # why every leaf is pinned (a guard no leaf expression can state)
 
 
-def _project_guards(ctx, inputs, collector: GuardCollector, producers: dict, sizes: set[str]) -> _Projected:
-    """Normalizes, deduplicates and projects the collector's guards; a guard over static numbers
-    only becomes a value check of them, one that cannot be projected pins every input."""
-    from thunder.clang import check_number_type_and_value
-
+def _project_guards(collector: GuardCollector, producers: dict, scope: ProgramScope, static_check) -> _Projected:
+    """Steps 1-3: normalizes, deduplicates and projects the collector's guards."""
     out = _Projected()
-    input_names = {getattr(v, "proxy", v).name for v in inputs}
-    value_checked: set[str] = set()
+    leaf_test = scope.leaf_test()
     seen = set()
     for guard in collector.guards:
         guard = normalize(guard, producers)
-        if is_tautology(guard, sizes) or guard.key() in seen:
+        if is_tautology(guard, scope.sizes) or guard.key() in seen:
             continue
         seen.add(guard.key())
         try:
-            _, guard_leaves = project([guard.lhs, guard.rhs], producers)
+            _, guard_leaves = project([guard.lhs, guard.rhs], producers, is_leaf=leaf_test)
         except Unprojectable as e:
             logger.debug("cannot project %s %s %s (%s): %s", guard.lhs, guard.op, guard.rhs, guard.why, e)
-            if guard.why == FLOAT_RANGE:
+            if guard.why.kind is ReasonKind.FLOAT_RANGE:
                 # float(n) of a number no guard can express: no simplified guard relies on it
                 seen.discard(guard.key())  # a decision with the same relation is still checked
                 continue
             out.pin_all = out.pin_all or (f"{e} at {guard.where}" if guard.where else str(e))
             continue
         if all(p.is_static_constrained() for p in guard_leaves):
-            # Constants, or static numbers (a module's configuration). thunder's prologue checks
-            # a static number only when the computation takes it as an input: one that only
-            # decided a branch (``if self.training``, ``x[:2] if self.flag else x``) is checked
-            # here, by value, or ``model.eval()`` would reuse the training entry.
-            for p in guard_leaves:
-                if p.name not in input_names and p.name not in value_checked and p.history is not None:
-                    value_checked.add(p.name)
-                    ctx.add_constraint((check_number_type_and_value, p, p.value))
+            # Constants, or static numbers (a module's configuration): checked by value, or
+            # ``model.eval()`` would reuse the training entry.
+            if static_check is not None:
+                for p in guard_leaves:
+                    static_check(p)
             continue
-        for p in guard_leaves:
-            out.leaves.setdefault(p.name, p)
-            if guard.why in SHOWN_WHY:  # a reason explain names over any other (einsum's order, ...)
-                out.reasons[p.name] = guard.why + (f" at {guard.where}" if guard.where else "")
-            elif guard.why != "branch" and guard.op == "eq":  # a value baked in
-                out.reasons.setdefault(p.name, guard.why + (f" at {guard.where}" if guard.where else ""))
-            elif guard.where:
-                out.decided.setdefault(p.name, f"checked at {guard.where}")
-        if guard.op == "ne" and guard.where:
-            out.excluded.setdefault(frozenset(p.name for p in guard_leaves), guard.where)
+        _note_reasons(out, guard, guard_leaves)
         out.guards.append(guard)
     return out
+
+
+def _note_reasons(out: _Projected, guard: Guard, guard_leaves: list) -> None:
+    """What explain says next to a pin or an exclusion of these leaves (:func:`_with_reason`)."""
+    site = f" at {guard.where}" if guard.where else ""
+    for p in guard_leaves:
+        out.leaves.setdefault(p.name, p)
+        if guard.why.kind is ReasonKind.NAMED:  # a reason explain names over any other (einsum's order, ...)
+            out.reasons[p.name] = guard.why.text + site
+        elif guard.why.kind is not ReasonKind.BRANCH and guard.op == "eq":  # a value baked in
+            out.reasons.setdefault(p.name, guard.why.text + site)
+        elif guard.where:
+            out.decided.setdefault(p.name, f"checked at {guard.where}")
+    if guard.op == "ne" and guard.where:
+        out.excluded.setdefault(frozenset(p.name for p in guard_leaves), guard.where)
+
+
+def input_size_names(inputs) -> frozenset:
+    """Names of the inputs' tensor sizes (known >= 0)."""
+    return frozenset(s.name for v in inputs if isinstance(p := getattr(v, "proxy", v), TensorProxy)
+                     for s in p._shape if isinstance(s, NumberProxy))
 
 
 def add_prologue_constraints(
     ctx, inputs, computation_trace, collector: GuardCollector, names: dict[str, str] | None = None,
     numbers: list = (),
-) -> list[str]:
-    """Turns the collector's guards into one prologue constraint; returns their readable forms.
-
-    The guards are simplified first (``metatrace.guards.simplify``): the program checks, and ``explain``
-    shows, an equivalent small set over the inputs. ``numbers``: (proxy, type) of the number
-    arguments (:func:`metatrace.guards.structure.add_structure_constraints`), whose types the
-    program checks before its guards."""
+) -> frozenset:
+    """Turns the collector's guards into one prologue constraint, its texts kept for ``explain``
+    on the program; returns the plain texts of the guards it checks (the grad program leaves
+    those out). ``numbers``: (proxy, type) of the number arguments
+    (:func:`metatrace.guards.structure.add_structure_constraints`), whose types the program
+    checks before its guards."""
     from thunder.clang import check_number_type_and_value
 
-    from metatrace.guards.simplify import simplify  # looked up per call: tests spy on it
+    input_names = {getattr(v, "proxy", v).name for v in inputs}
+    value_checked: set[str] = set()
 
-    producers = producer_map(computation_trace, collector)
-    sizes = _size_names(inputs)
-    projected = _project_guards(ctx, inputs, collector, producers, sizes)
-    guards, leaves = projected.guards, projected.leaves
-    program_id = new_id("g")
-    types = tuple(t for _, t in numbers)
-    try:
-        if getattr(collector, "inexact_float", False):
-            # an integer beyond 2**53 was converted to float: the algebra's reading of float(n)
-            # as n does not hold (metatrace.proxies.float_numbers.guard_exact_float)
-            raise _AsRecorded()
-        checked = simplify(guards, producers, input_sizes_and_numbers(inputs), names, sizes)
-        texts = [_with_reason(g, projected.decided | projected.reasons, projected.excluded) for g in checked]
-        used = {name for g in checked for name in g.leaves}
-        program = GuardProgram(program_id, checked, texts, [p for n, p in leaves.items() if n in used], producers,
-                               number_types=types)
-    except Exception as e:  # not expected: the guards as recorded are as correct, only longer
-        if not isinstance(e, _AsRecorded):
-            logger.warning("guard simplification failed: checking the guards as recorded", exc_info=True)
-        checked, texts = guards, [describe_guard(guard, producers, names) for guard in guards]
-        program = GuardProgram(program_id, guards, texts, list(leaves.values()), producers, number_types=types)
-    if checked:
-        PROGRAMS[program_id] = program
-        ctx.add_constraint((ProgramConstraint(program_id), *program.leaves, *(p for p, _ in numbers)))
+    def static_check(p: NumberProxy) -> None:
+        # thunder's prologue checks a static number only when the computation takes it as an
+        # input: one that only decided a branch (``if self.training``) is checked here, by value
+        if p.name not in input_names and p.name not in value_checked and p.history is not None:
+            value_checked.add(p.name)
+            ctx.add_constraint((check_number_type_and_value, p, p.value))
+
+    scope = ProgramScope(input_sizes_and_numbers(inputs), input_size_names(inputs), names or {},
+                         number_types=tuple(t for _, t in numbers))
+    built = build_program(new_id("g"), collector, producer_map(computation_trace, collector), scope, static_check)
+    if built.program is not None:
+        PROGRAMS[built.program.program_id] = built.program
+        ctx.add_constraint((ProgramConstraint(built.program.program_id), *built.program.leaves,
+                            *(p for p, _ in numbers)))
     elif numbers:
         add_number_type_constraint(ctx, numbers)
-    if projected.pin_all is not None:
+    if built.pin_all is not None:
         # A value we cannot express in terms of the inputs was baked in: only the exact same
         # inputs may reuse this entry.
-        for p in input_sizes_and_numbers(inputs):
+        for p in scope.leaves:
             ctx.add_constraint((check_number_type_and_value, p, p.value))
-            texts.append(f"{(names or {}).get(p.name, p.name)} == {p.value!r} (pinned: {projected.pin_all})")
-    return texts
+            built.texts.append(f"{scope.names.get(p.name, p.name)} == {p.value!r} (pinned: {built.pin_all})")
+    return built.checked_texts

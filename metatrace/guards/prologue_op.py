@@ -18,7 +18,7 @@ import torch
 from thunder.core.prims import OpTags, PrimIDs
 
 from metatrace.guards import registry
-from metatrace.guards.program import check_guards
+from metatrace.guards.compiled_program import check_guards
 from metatrace.guards.registry import guard_symbol, structure_symbol  # noqa: F401  (where callers look for them)
 from metatrace.guards.structure import check_structure
 from metatrace.patching import Patch, item

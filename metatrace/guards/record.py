@@ -9,26 +9,23 @@ from typing import Any
 
 from thunder.core.proxies import NumberProxy, Proxy
 
+from metatrace.metas.concretizations import Reason
+
 
 @dataclass(frozen=True)
 class Guard:
-    """``lhs <op> rhs`` must hold for a cache entry to be reused. ``why``: what concretized it;
-    ``where``: the thunder (or user) source line that did, as ``file:line in function``."""
+    """``lhs <op> rhs`` must hold for a cache entry to be reused. ``why``: what concretized it
+    (its kind decides how the guard is treated); ``where``: the thunder (or user) source line
+    that did, as ``file:line in function``."""
 
     op: str
     lhs: Any
     rhs: Any
-    why: str
+    why: Reason
     where: str = ""
 
     def key(self) -> tuple:
         return (self.op, _key(self.lhs), _key(self.rhs))
-
-
-# ``Guard.why`` of the range guards that make ``float(n)`` exact (|n| <= 2**53,
-# metatrace.proxies.float_numbers): one that cannot be projected to the inputs is left out rather
-# than pinning them (no guard expressed in the inputs can contain that n, so none relies on it).
-FLOAT_RANGE = "float(n) exact: |n| <= 2**53"
 
 
 

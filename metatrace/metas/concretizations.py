@@ -8,22 +8,53 @@ events are dropped, which is thunder's own behaviour.
 
 from __future__ import annotations
 
+import enum
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Protocol
+
+
+class ReasonKind(enum.Enum):
+    """What made a guard: the program builder and ``explain`` decide by the kind, never by text."""
+
+    BRANCH = "a branch or check"  # a relation that a branch or a check decided
+    BAKED_IN = "a value baked in"  # int(), an index, range(), a fallback prim's input
+    # a value pinned for a reason of thunder's that explain names before any other (torch.einsum's
+    # contraction order, a fake-tensor argument: metatrace.proxies.float_numbers)
+    NAMED = "a value thunder decides by"
+    # |n| <= 2**53, what float(n) needs to be exact: left out where it cannot be projected onto
+    # the inputs (no guard expressed in the inputs can contain that n, so none relies on it)
+    FLOAT_RANGE = "float(n) exact"
+    PINNED = "every input pinned"  # a guard no input expression states: the entry takes only these values
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a guard exists: its kind and the text ``explain`` shows (``int()``, ``einsum's order``)."""
+
+    kind: ReasonKind
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+BRANCH = Reason(ReasonKind.BRANCH, "branch")
+FLOAT_RANGE = Reason(ReasonKind.FLOAT_RANGE, "float(n) exact: |n| <= 2**53")
+
+
+def baked_in(why: "str | Reason") -> Reason:
+    """A reason given as text is a value baked in (the runtime's ``concretize(x, "int()")``)."""
+    return why if isinstance(why, Reason) else Reason(ReasonKind.BAKED_IN, why)
 
 
 class Collector(Protocol):
     def relation(self, op: str, lhs: Any, rhs: Any, value: bool) -> None: ...
 
-    def static(self, x: Any, value: Any, why: str) -> None: ...
+    def static(self, x: Any, value: Any, why: "str | Reason") -> None: ...
 
     def produced(self, bsym: Any) -> None: ...
 
-
-# ``why`` texts that ``explain`` shows before any other reason next to the equality they pinned
-# (``a.shape[0] == 2 (torch.einsum's contraction order ...)``): added by the modules that pin for
-# a reason of thunder's (metatrace.proxies.float_numbers).
-SHOWN_WHY: set[str] = set()
 
 COLLECTOR: ContextVar[Collector | None] = ContextVar("metatrace_guard_collector", default=None)
 
@@ -34,7 +65,7 @@ def relation(op: str, lhs: Any, rhs: Any, value: bool) -> None:
         collector.relation(op, lhs, rhs, value)
 
 
-def static(x: Any, value: Any, why: str) -> None:
+def static(x: Any, value: Any, why: "str | Reason") -> None:
     collector = COLLECTOR.get()
     if collector is not None:
         collector.static(x, value, why)

@@ -46,7 +46,7 @@ from thunder.core.interpreter import ProvenanceRecord, PseudoInst, wrap, wrap_co
 from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
 
 from metatrace.metas import concretizations
-from metatrace.metas.concretizations import SHOWN_WHY
+from metatrace.metas.concretizations import Reason, ReasonKind
 from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
 
 
@@ -227,7 +227,8 @@ def _unwrap_meta(meta):
     return inspect.unwrap(meta)
 
 
-_EINSUM_WHY = "torch.einsum's contraction order over 3 or more operands depends on the sizes"
+# Reasons explain names before any other next to the equality they pinned.
+_EINSUM_WHY = Reason(ReasonKind.NAMED, "torch.einsum's contraction order over 3 or more operands depends on the sizes")
 
 
 class _ContractPathValues:
@@ -276,8 +277,8 @@ def _einsum_meta(original_meta):
     return meta
 
 
-_FAKE_ARG_WHY = "a number argument of a torch op thunder registered automatically (torch's meta runs on values)"
-SHOWN_WHY.update((_EINSUM_WHY, _FAKE_ARG_WHY))
+_FAKE_ARG_WHY = Reason(ReasonKind.NAMED,
+                       "a number argument of a torch op thunder registered automatically (torch's meta runs on values)")
 
 
 def _guarding_meta(original):
