@@ -9,6 +9,7 @@ Python's import machinery; the modules still depend on each other.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -404,4 +405,25 @@ def test_no_metatrace_attribute_is_set_on_thunder_objects():
     found = [f"{path.relative_to(PACKAGE)}:{n}" for path in PACKAGE.rglob("*.py")
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if "_metatrace_" in line and not line.lstrip().startswith("#")]
+    assert found == []
+
+
+def test_guard_programs_are_built_in_one_place():
+    """The prologue's and the grad transform's guard programs come from one builder
+    (``metatrace.guards.program``): no other module compiles guards into a program itself."""
+    builders = {"guards/program.py", "guards/compiled_program.py"}
+    found = sorted(
+        f"{p.relative_to(PACKAGE)}:{node.lineno}" for p in PACKAGE.rglob("*.py")
+        if str(p.relative_to(PACKAGE)) not in builders
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "GuardProgram"
+    )
+    assert found == []
+
+
+def test_guards_are_told_apart_by_their_reasons_kind_not_its_text():
+    # ``guard.why == "branch"`` decided by a string before issue 29; a Reason carries its kind
+    found = sorted(f"{p.relative_to(PACKAGE)}:{i}" for p in PACKAGE.rglob("*.py")
+                   for i, line in enumerate(p.read_text().splitlines(), 1)
+                   if re.search(r"\.why\s*(==|!=|\bin\b)", line))
     assert found == []

@@ -86,6 +86,11 @@ class GuardProgram:
         exec(compile(self.source, "<metatrace guards>", "exec"), namespace)
         self.fn = namespace["guards"]
 
+    @classmethod
+    def accepting_all(cls, program_id: str, leaves: list[NumberProxy]) -> "GuardProgram":
+        """A program over ``leaves`` that checks nothing yet (the grad transform's reservation)."""
+        return cls(program_id, [], [], leaves, {})
+
 
 def _fail(program_id: str, text: str) -> None:
     logger.debug("guard failed: %s", text)

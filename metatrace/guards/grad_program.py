@@ -59,7 +59,7 @@ def reserve_grad_program(ctx, inputs, names: dict[str, str], display: dict[str, 
         return
     program_id = new_id("g")
     renamed = [names.get(p.name, p.name) for p in leaves]
-    PROGRAMS[program_id] = GuardProgram(program_id, [], [], leaves, {})
+    PROGRAMS[program_id] = GuardProgram.accepting_all(program_id, leaves)
     size_names = {s.name for v in inputs if isinstance(v.proxy, TensorProxy) for s in v.proxy._shape
                   if isinstance(s, NumberProxy)}
     _PENDING[cs] = PendingGradProgram(
