@@ -207,10 +207,6 @@ def test_row_meta_operator_records_the_row_symbol(row):
     scope: list = []
     with tracectx(TraceCtx()):
         n = IntegerProxy(name="n", value=6)
-        tokens = (record_state.RECORDER.set(scope), record_state.RECORDED.set([]))
-        try:
+        with record_state.recording_frame(record_state.RecordingFrame(scope)):
             out = getattr(runtime, row.meta)(*(n, 4)[: row.arity])
-        finally:
-            record_state.RECORDED.reset(tokens[1])
-            record_state.RECORDER.reset(tokens[0])
     assert [(bsym.sym.id, bsym.output.value) for bsym in scope] == [(row.id, row.evaluate(*(6, 4)[: row.arity]))]

@@ -12,9 +12,9 @@ import metatrace.metas.record_state as record_state
 from metatrace.metas import concretizations
 from metatrace.guards.collect import GuardCollector
 from metatrace.metas.concretizations import ReasonKind
+from prim_samples import direct_call_context, n
 
 BAKED_IN = ReasonKind.BAKED_IN
-from prim_samples import direct_call_context, n
 
 
 @pytest.fixture
@@ -22,15 +22,13 @@ def recorder():
     """A live recorder (as while a rewritten meta runs) and a guard collector."""
     with direct_call_context():
         scope: list = []
-        tokens = (record_state.RECORDER.set(scope), record_state.RECORDED.set([]))
         collector = GuardCollector()
         sink_token = concretizations.COLLECTOR.set(collector)
         try:
-            yield scope, collector
+            with record_state.recording_frame(record_state.RecordingFrame(scope)):
+                yield scope, collector
         finally:
             concretizations.COLLECTOR.reset(sink_token)
-            record_state.RECORDED.reset(tokens[1])
-            record_state.RECORDER.reset(tokens[0])
 
 
 def _ops(scope):

@@ -62,12 +62,8 @@ def recording(request):
         yield None
         return
     scope: list = []
-    tokens = (record_state.RECORDER.set(scope), record_state.RECORDED.set([]))
-    try:
+    with record_state.recording_frame(record_state.RecordingFrame(scope)):
         yield scope
-    finally:
-        record_state.RECORDED.reset(tokens[1])
-        record_state.RECORDER.reset(tokens[0])
 
 
 def _compile(source: str, namespace: dict) -> types.FunctionType:
@@ -369,10 +365,7 @@ def test_symbolic_int_is_int_on_plain_values():
 
 def test_plain_values_record_nothing_under_a_recorder():
     scope: list = []
-    token = record_state.RECORDER.set(scope)
-    try:
+    with record_state.recording_frame(record_state.RecordingFrame(scope)):
         for op in BINARY + COMPARISONS:
             mismatches(f"def f(a, b):\n    return a {op} b\n", [(3, 2), (2.5, 4), (True, 1)])
-    finally:
-        record_state.RECORDER.reset(token)
     assert scope == []

@@ -15,8 +15,7 @@ import functools
 
 import thunder.transforms.autodiff as autodiff
 
-from metatrace.metas import concretizations
-from metatrace.metas.record_state import INTERPRETING
+from metatrace.metas.record_state import compile_step
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.compiled_program import GuardProgram
 from metatrace.guards.grad_program import PendingGradProgram, take_pending_grad_program
@@ -33,13 +32,8 @@ def _grad_transform_on_trace(original):
         if pending is None:
             return original(trace, *args, **kwargs)
         collector = GuardCollector()
-        token = concretizations.COLLECTOR.set(collector)
-        recording = INTERPRETING.set(True)
-        try:
+        with compile_step(collector):
             result = original(trace, *args, **kwargs)
-        finally:
-            INTERPRETING.reset(recording)
-            concretizations.COLLECTOR.reset(token)
         if collector.guards:
             PROGRAMS[pending.program_id] = _program(pending, collector, [trace, result])
         return result

@@ -1,13 +1,21 @@
 """Where the ops a rewritten meta records go, and the one function that records a number op.
 
-The state is context variables, set by metatrace.metas.recording around each meta call and by the
-compile stages that let metas record (metatrace.interpret.jit, the grad transform, the executor
-passes); each is reset by whoever set it, so nothing outlives a compile.
+Two pieces of state, each one context variable set and reset by one context manager, so nothing
+outlives the meta call or the compile step that set it:
+
+- the recording frame (:class:`RecordingFrame`, :func:`recording_frame`) of the rewritten meta
+  running: the scope its ops go to, the sizes it may bind, whether it only propagates values, and
+  the ops it recorded (metatrace.metas.recording, around each meta call);
+- the compile step (:func:`compile_step`): metas may record, and concretizations go to the step's
+  guard collector (metatrace.interpret.jit while thunder interprets the function, the grad
+  transform, the executor passes).
 """
 
 from __future__ import annotations
 
+import contextlib
 from contextvars import ContextVar
+from dataclasses import dataclass
 from numbers import Number
 from typing import Any
 
@@ -17,22 +25,58 @@ from thunder.core.utils import resolve_constraints
 
 from metatrace.metas import concretizations
 
-# The list of bound symbols that recorded ops go to: the scope of the caller of the prim whose
-# rewritten meta is running. None: record nothing, behave like thunder.
-RECORDER: ContextVar[list | None] = ContextVar("metatrace_recorder", default=None)
-# True while a prim that received no tensor runs: its meta reads input values only to compute the
-# value of its (recorded) output number, which is value propagation, not a decision.
-VALUE_PROPAGATION: ContextVar[bool] = ContextVar("metatrace_value_propagation", default=False)
+@dataclass(slots=True)
+class RecordingFrame:
+    """The rewritten meta running and what it records.
 
-# Size symbol name -> the running meta's tensor argument it is a size of, and the names already
-# bound in the recorder's scope (see bind_sizes). Set by metatrace.metas.recording per meta call.
-SIZE_SOURCES: ContextVar[Any] = ContextVar("metatrace_size_sources", default=None)  # recording.SizeSources
+    ``recorder``: the list of bound symbols recorded ops go to, the scope of the caller of the
+    prim whose meta runs; ``sizes``: size symbol name -> the meta's tensor argument it is a size
+    of, and the names already bound in the recorder's scope (``recording.SizeSources``, see
+    :func:`bind_sizes`); ``value_propagation``: the prim received no tensor, so its meta reads
+    input values only to compute its (recorded) output number, which is not a decision;
+    ``recorded``: the bound symbols this meta recorded (``recording.prune_unused``)."""
+
+    recorder: list
+    sizes: Any = None
+    value_propagation: bool = False
+    recorded: list = None
+
+    def __post_init__(self):
+        if self.recorded is None:
+            self.recorded = []
+
+
+# The frame of the rewritten meta running; None: record nothing, behave like thunder.
+FRAME: ContextVar[RecordingFrame | None] = ContextVar("metatrace_recording_frame", default=None)
+
+
+def current_recorder() -> list | None:
+    """The scope recorded ops go to, or None when nothing records."""
+    frame = FRAME.get()
+    return None if frame is None else frame.recorder
+
+
+def value_propagation() -> bool:
+    frame = FRAME.get()
+    return frame is not None and frame.value_propagation
+
+
+@contextlib.contextmanager
+def recording_frame(frame: RecordingFrame | None):
+    """``frame`` is the running meta's for the block (None: a meta that records nothing, so an
+    enclosing meta's recorder does not leak into it)."""
+    token = FRAME.set(frame)
+    try:
+        yield frame
+    finally:
+        FRAME.reset(token)
 
 
 def bind_sizes(recorder: list, args) -> None:
     """thunder binds a tensor's sizes with ``prims.shape`` before computing with them (its trace
     check requires it in every scope): the first recorded use of an argument's size does too."""
-    sources = SIZE_SOURCES.get()
+    frame = FRAME.get()
+    sources = None if frame is None else frame.sizes
     if sources is None:
         return
     by_size = sources.by_size
@@ -45,13 +89,13 @@ def bind_sizes(recorder: list, args) -> None:
 def record(sym, value: Number, *args: Any) -> NumberProxy:
     """Appends ``sym(*args)`` with output value ``value`` to the recorder's scope (binding the
     sizes it reads first) and returns its output, a new symbolic number."""
-    recorder = RECORDER.get()
+    frame = FRAME.get()
+    recorder = frame.recorder
     bind_sizes(recorder, args)
     out = numberproxy(type(value), value, constraint=resolve_constraints(*args))
     bsym = sym.bind(*args, output=out)
     recorder.append(bsym)
-    if (recorded := RECORDED.get()) is not None:
-        recorded.append(bsym)
+    frame.recorded.append(bsym)
     concretizations.produced(bsym)
     return out
 
@@ -59,9 +103,20 @@ def record(sym, value: Number, *args: Any) -> NumberProxy:
 # True while metas may record: while thunder interprets the jitted function (metatrace.interpret.jit),
 # and through the grad transform and the executor passes (metatrace.grad.deferred_guards,
 # metatrace.passes.size_producers), so every trace's sizes have producers. False elsewhere (a meta run
-# outside a jit compile records nothing).
+# outside a jit compile records nothing). Set by compile_step only.
 INTERPRETING: ContextVar[bool] = ContextVar("metatrace_interpreting", default=False)
 
-# The bound symbols recorded by the running meta (see recording.prune_unused).
-# None outside a recording meta (a shared default list would grow with every compile).
-RECORDED: ContextVar[list | None] = ContextVar("metatrace_recorded", default=None)
+
+@contextlib.contextmanager
+def compile_step(collector=None, *, collect: bool = True):
+    """A compile step in which metas record: concretizations go to ``collector`` (a
+    ``GuardCollector``; None drops them, thunder's behaviour), unless ``collect`` is False
+    (the executor passes: the collector of an enclosing step, if any, stays)."""
+    interpreting = INTERPRETING.set(True)
+    token = concretizations.COLLECTOR.set(collector) if collect else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            concretizations.COLLECTOR.reset(token)
+        INTERPRETING.reset(interpreting)

@@ -21,7 +21,7 @@ from thunder.core.proxies import NumberProxy, Proxy
 from thunder.core.pytree import tree_iter
 
 from metatrace.metas import concretizations
-from metatrace.metas.record_state import INTERPRETING, RECORDED, RECORDER, SIZE_SOURCES, VALUE_PROPAGATION
+from metatrace.metas.record_state import FRAME, INTERPRETING, RecordingFrame, current_recorder, recording_frame
 
 
 def caller_scope(trace) -> list | None:
@@ -138,7 +138,8 @@ def recording_meta(rewritten: Callable, original: Callable, prim_name: str) -> C
 
 def run_recording(meta: Callable, args, kwargs):
     """Runs ``meta`` with its arithmetic on symbolic numbers recorded in the prim caller's scope."""
-    recorder = RECORDER.get()
+    outer = FRAME.get()
+    recorder = None if outer is None else outer.recorder
     if SUSPENDED.get():
         recorder = None
     elif recorder is None and INTERPRETING.get() and using_symbolic_values():
@@ -148,26 +149,14 @@ def run_recording(meta: Callable, args, kwargs):
     if recorder is None:
         # Not recording (no symbolic values, no trace, or an observer's re-run): make sure an
         # enclosing meta's recorder does not leak in either.
-        token = RECORDER.set(None)
-        try:
+        with recording_frame(None):
             return meta(*args, **kwargs)
-        finally:
-            RECORDER.reset(token)
-    rec_token = RECORDER.set(recorder)
-    sizes_token = SIZE_SOURCES.set(SizeSources(recorder, (args, kwargs)))
-    vp_token = VALUE_PROPAGATION.set(not _has_tensor(args, kwargs))
-    recorded: list = []
-    recorded_token = RECORDED.set(recorded)
-    try:
+    frame = RecordingFrame(recorder, SizeSources(recorder, (args, kwargs)), not _has_tensor(args, kwargs), [])
+    with recording_frame(frame):
         result = meta(*args, **kwargs)
-    finally:
-        RECORDED.reset(recorded_token)
-        VALUE_PROPAGATION.reset(vp_token)
-        SIZE_SOURCES.reset(sizes_token)
-        RECORDER.reset(rec_token)
-    prune_unused(recorder, recorded, result)
-    if (outer := RECORDED.get()) is not None:  # an outer meta may still prune them
-        outer.extend(b for b in recorded if b is not None)
+    prune_unused(recorder, frame.recorded, result)
+    if outer is not None:  # an outer meta may still prune them
+        outer.recorded.extend(b for b in frame.recorded if b is not None)
     return result
 
 

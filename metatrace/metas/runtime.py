@@ -31,7 +31,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 from thunder.core.proxies import pyval as _thunder_pyval
 
 from metatrace.metas import concretizations, number_ops
-from metatrace.metas.record_state import RECORDER, VALUE_PROPAGATION
+from metatrace.metas.record_state import current_recorder, value_propagation
 from metatrace.metas.record_state import record as _record
 
 _MISSING = object()
@@ -50,7 +50,7 @@ def _operator(sym, fn: Callable, arity: int, fold: Callable | None = None) -> Ca
     """
 
     def op(*args):
-        if RECORDER.get() is None or not any(map(_is_symbolic, args)):
+        if current_recorder() is None or not any(map(_is_symbolic, args)):
             return fn(*args)
         if not all(isinstance(a, (Number, NumberProxy)) and not isinstance(a, TensorProxy) for a in args):
             return fn(*args)
@@ -119,7 +119,7 @@ def _offset(a, k: int):
     """``a + k`` for a symbolic int and a literal int, folding chains of constant offsets:
     ``(x + 1) - 1`` is ``x`` and ``(x + 1) + 2`` is ``x + 3``, so shape formulas like
     ``(stop - start + stride - 1) // stride`` record only what they compute."""
-    recorder = RECORDER.get()
+    recorder = current_recorder()
     base, total, scope = getattr(a, "_mt_offset", (a, 0, recorder))
     if scope is not recorder:  # the chain's base may not be bound in this scope: start from a
         base, total = a, 0
@@ -133,7 +133,7 @@ def _offset(a, k: int):
 
 
 def add(a, b):
-    if RECORDER.get() is not None:
+    if current_recorder() is not None:
         if _is_symbolic_int(a) and type(b) is int:
             return _offset(a, b)
         if _is_symbolic_int(b) and type(a) is int:
@@ -142,7 +142,7 @@ def add(a, b):
 
 
 def sub(a, b):
-    if RECORDER.get() is not None and _is_symbolic_int(a) and type(b) is int:
+    if current_recorder() is not None and _is_symbolic_int(a) and type(b) is int:
         return _offset(a, -b)
     return _sub(a, b)
 
@@ -159,7 +159,7 @@ _true_division = _operator(prims.div, operator.truediv, 2)
 def truediv(a, b):
     # prims.div is C-style (truncating) on integers, so only float division can be recorded;
     # int / int on a symbol is rare in metas and is concretized instead.
-    if (_is_symbolic(a) or _is_symbolic(b)) and RECORDER.get() is not None:
+    if (_is_symbolic(a) or _is_symbolic(b)) and current_recorder() is not None:
         if isinstance(_thunder_pyval(a), float) or isinstance(_thunder_pyval(b), float):
             return _true_division(a, b)
         return concretize(a, "int / int") / concretize(b, "int / int")
@@ -322,7 +322,7 @@ def concretize(x, why: str):
     if not _is_symbolic(x):
         return x
     value = _thunder_pyval(x)
-    if not VALUE_PROPAGATION.get():
+    if not value_propagation():
         concretizations.static(x, value, why)
     return value
 

@@ -32,7 +32,7 @@ import thunder.transforms.autodiff as autodiff
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
-from metatrace.metas.record_state import INTERPRETING
+from metatrace.metas.record_state import compile_step
 from metatrace.passes.hoist_producers import hoist_size_producers
 from metatrace.passes.keep_size_names import keep_size_names
 from metatrace.passes.restore_producers import restore_size_producers
@@ -73,12 +73,10 @@ def _grad_transform_on_trace(original):
 def _recording(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        token = INTERPRETING.set(True) if using_symbolic_values() else None
-        try:
+        if not using_symbolic_values():
             return fn(*args, **kwargs)
-        finally:
-            if token is not None:
-                INTERPRETING.reset(token)
+        with compile_step(collect=False):
+            return fn(*args, **kwargs)
 
     return wrapper
 

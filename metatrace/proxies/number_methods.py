@@ -140,7 +140,7 @@ def _arithmetic_route(fold, self, other) -> str:
     ``fold``: the operator's identity fold (``metatrace.metas.runtime.FOLDS``) over its operands
     in order, or None."""
     number = isinstance(other, (int, float, NumberProxy))
-    if number and record_state.RECORDER.get() is not None and in_meta():
+    if number and record_state.current_recorder() is not None and in_meta():
         return "record"
     if number and (is_bool_number(self) or is_bool_number(other)) and get_tracectx() is not None:
         return "bool"
