@@ -427,3 +427,18 @@ def test_guards_are_told_apart_by_their_reasons_kind_not_its_text():
                    for i, line in enumerate(p.read_text().splitlines(), 1)
                    if re.search(r"\.why\s*(==|!=|\bin\b)", line))
     assert found == []
+
+
+def test_proxies_are_changed_in_place_in_one_module():
+    """thunder's proxies are shared between traces: metatrace changes one (its shape, numel or
+    class) only through ``metatrace.metas.proxy_edits``, which says when that is safe."""
+    edited = {"_shape", "_numel", "__class__"}
+    found = sorted(
+        f"{p.relative_to(PACKAGE)}:{node.lineno}" for p in PACKAGE.rglob("*.py")
+        if str(p.relative_to(PACKAGE)) != "metas/proxy_edits.py"
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Attribute) and target.attr in edited
+    )
+    assert found == []

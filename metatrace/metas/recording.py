@@ -21,6 +21,7 @@ from thunder.core.proxies import NumberProxy, Proxy
 from thunder.core.pytree import tree_iter
 
 from metatrace.metas import concretizations
+from metatrace.metas.proxy_edits import set_shape
 from metatrace.metas.record_state import FRAME, INTERPRETING, RecordingFrame, current_recorder, recording_frame
 
 
@@ -198,7 +199,7 @@ def fallback_meta(original: Callable, prim_name: str) -> Callable:
         result = original(*args, **kwargs)
         for out in tree_iter(result):
             if isinstance(out, TensorProxy):
-                out._shape = tuple(s.value if isinstance(s, NumberProxy) else s for s in out._shape)
+                set_shape(out, (s.value if isinstance(s, NumberProxy) else s for s in out._shape))
         return result
 
     return langctx(Languages.PRIMS)(meta)

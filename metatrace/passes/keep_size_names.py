@@ -28,7 +28,8 @@ from thunder.core.proxies import NumberProxy, TensorProxy, variableify
 from thunder.core.pytree import tree_iter
 
 from metatrace.passes.trace_facts import binds_inputs, input_names
-from metatrace.proxies.renames import numel_of_current_shape, rename_sizes
+from metatrace.metas.proxy_edits import set_shape
+from metatrace.proxies.renames import rename_sizes
 from metatrace.proxies.renames import proxy_outputs as _outputs  # (one walker of output proxies for both modules)
 
 
@@ -239,9 +240,7 @@ def rename_sizes_copying_shared(new_trace, old_trace, renamed: dict) -> None:
             p = copy.copy(p)
             p._tags = set(p._tags)
             copies[p.name] = p
-        p._shape = new_shape
-        if callable(p._numel):
-            p._numel = numel_of_current_shape(p)
+        set_shape(p, new_shape)
     if copies:
         _swap_in_copies(new_trace.bound_symbols, copies)
 

@@ -26,6 +26,7 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.trace import get_tracectx
 
+from metatrace.metas.proxy_edits import give_class
 from metatrace.metas.torch_metas import numel_number, tracing
 from metatrace.patching import Patch, item
 from metatrace.proxies.number_semantics import proxy_method
@@ -121,7 +122,7 @@ def _tensor_getattr(original):
         if isinstance(n, int):
             return _CallableInt(n)  # thunder code calls it too: ``a.numel() // v.numel()`` (var's grad)
         if type(n) is IntegerProxy and n.history is None and all(n is not s for s in self._shape):
-            n.__class__ = _CallableIntegerProxy  # a product just recorded: nothing else holds it yet
+            give_class(n, _CallableIntegerProxy)  # a product just recorded: nothing else holds it yet
             if state is not None:
                 for other in scope_states():  # one product per tensor, kept where it was last computed
                     other.numels.pop(id(self), None)

@@ -14,11 +14,11 @@ so it is replaced by one that reads the renamed shape (else the grad transform's
 from __future__ import annotations
 
 import functools
-import operator
 
 import thunder.core.jit_ext as jit_ext
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
+from metatrace.metas.proxy_edits import set_shape
 from metatrace.patching import Patch, attribute
 
 def proxy_outputs(x):
@@ -41,19 +41,9 @@ def _rename_sizes(bsyms, renames: dict[str, object], seen: set[int]) -> None:
                 seen.add(id(p))
                 shape = p._shape
                 if any(isinstance(s, NumberProxy) and s.name in renames for s in shape):
-                    p._shape = tuple(renames.get(s.name, s) if isinstance(s, NumberProxy) else s for s in shape)
-                    if callable(p._numel):
-                        p._numel = numel_of_current_shape(p)
+                    set_shape(p, (renames.get(s.name, s) if isinstance(s, NumberProxy) else s for s in shape))
         if bsym.subsymbols:
             _rename_sizes(bsym.subsymbols, renames, seen)
-
-
-def numel_of_current_shape(p: TensorProxy):
-    # A plain function like thunder's own lambda (pytree flattens functions, not partials).
-    def numel(*args):
-        return functools.reduce(operator.mul, p._shape, 1)
-
-    return numel
 
 
 def rename_sizes(bsyms, renames: dict[str, object]) -> None:

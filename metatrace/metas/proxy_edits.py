@@ -1,0 +1,48 @@
+"""The one place metatrace changes a thunder proxy in place.
+
+thunder's proxies are shared between traces and have no API to change them, so metatrace edits
+them in place, here only, in three cases:
+
+- a tensor's sizes renamed (:func:`set_shape`): thunder renames input proxies after interpreting
+  (``i3`` becomes the argument ``i``) but not the size symbols inside tensor shapes
+  (``metatrace.proxies.renames``), and executor passes rename sizes again
+  (``metatrace.passes.keep_size_names``);
+- a fallback prim's output sizes made constants (:func:`set_shape` too): the cache entry pins
+  them, and no size symbol may lack a producer (``metatrace.metas.recording.fallback_meta``);
+- a number just recorded as a tensor's element count given a callable class
+  (:func:`give_class`): thunder calls ``a.numel()`` as well as reading ``a.numel``
+  (``metatrace.proxies.numel``). Only a proxy nothing else holds yet may change class.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+
+from thunder.core.proxies import Proxy, TensorProxy
+
+
+def numel_of_current_shape(p: TensorProxy):
+    """A tensor's ``numel`` that reads its shape when called. Under symbolic values thunder's is a
+    closure over the shape the tensor was built with, so a renamed shape would bring the stale
+    names back (the grad transform's ``a.numel``, into backward traces). A plain function like
+    thunder's own lambda (pytree flattens functions, not partials)."""
+
+    def numel(*args):
+        return functools.reduce(operator.mul, p._shape, 1)
+
+    return numel
+
+
+def set_shape(p: TensorProxy, shape: tuple) -> None:
+    """``p``'s sizes are ``shape`` from now on, in every trace that holds ``p``; its ``numel``
+    follows (a computed ``numel`` reads the new shape; a constant one is the same product)."""
+    p._shape = tuple(shape)
+    if callable(p._numel):
+        p._numel = numel_of_current_shape(p)
+
+
+def give_class(p: Proxy, cls: type) -> None:
+    """``p`` becomes an instance of ``cls`` (a subclass of its class adding behaviour, no state)."""
+    assert issubclass(cls, type(p)), (cls, type(p))
+    p.__class__ = cls
