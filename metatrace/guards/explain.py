@@ -17,10 +17,12 @@ import os
 import re
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import thunder
 from thunder.core.compile_data import _compile_data
 
+from metatrace.guards import provenance
 from metatrace.guards.registry import EXPECTED, PROGRAMS
 
 recompile_logger = logging.getLogger("metatrace.recompiles")
@@ -100,54 +102,37 @@ _MODULE_UNPACKS = {"unpack_attr", "unpack_submodule", "unpack_parameter", "unpac
 def _module_sources(prologue_trace, fn=None) -> dict[str, str]:
     """Proxy name -> where the prologue reads it from the module: ``self.config.n_head``,
     ``self.transformer.h.0.norm_1.eps``, ``self.lm_head.weight`` (thunder names them ``i63``,
-    ``f89``, ``t_lm_head_weight``). One walk over the prologue."""
-    sources: dict[str, str] = {}
+    ``f89``, ``t_lm_head_weight``). One walk over the prologue: its unpacks become provenance
+    records, named as explain() names every value (``metatrace.guards.provenance.text``)."""
+    records: dict[str, Any] = {}
+    sizes: dict[str, str] = {}
     for bsym in prologue_trace.bound_symbols:
         name = bsym.sym.name
         outs = bsym.flat_proxy_outs
         if name == "shape" and bsym.args:  # (i0, i1, i2) = shape(a): a's sizes
             tensor = getattr(bsym.args[0], "name", None)
             if tensor is not None:
-                owner = sources.get(tensor, tensor)
+                owner = provenance.text(records[tensor], fn) if tensor in records else tensor
                 for d, size in enumerate(bsym.output if isinstance(bsym.output, (tuple, list)) else ()):
                     if hasattr(size, "name"):
-                        sources[size.name] = f"{owner}.shape[{d}]"
+                        sizes[size.name] = f"{owner}.shape[{d}]"
             continue
         if len(outs) != 1:
             continue
+        owner = records.get(getattr(bsym.args[0], "name", None)) if bsym.args else None
         if name == "unpack_function_obj":
-            sources[outs[0].name] = "self"
+            records[outs[0].name] = provenance.root_record(provenance.Root.FUNCTION)
         elif name == "unpack_thunder_module":
             # the jitted module itself (its function object is ``self``), or a global module the
             # function calls (``GLOBAL_CONV``, whose parameters are ``GLOBAL_CONV.weight``)
-            module = getattr(bsym.args[0], "name", None) if bsym.args else None
-            sources[outs[0].name] = sources.get(module, "self")
-        elif name in _MODULE_UNPACKS and len(bsym.args) >= 2 and isinstance(bsym.args[1], str):
-            owner = sources.get(getattr(bsym.args[0], "name", None))
-            if owner is not None:
-                sources[outs[0].name] = readable_source(f"{owner}.{bsym.args[1]}", fn)
-        elif name == "unpack_getitem" and len(bsym.args) >= 2 and isinstance(bsym.args[1], (str, int)):
-            owner = sources.get(getattr(bsym.args[0], "name", None))
-            if owner is not None:  # an element of a module's list, a global: self.sizes[0], G[1]
-                sources[outs[0].name] = readable_source(f"{owner}[{bsym.args[1]!r}]", fn)
-    return sources
-
-
-_GLOBALS = re.compile(r"^self(?:\.forward)?(?:\.__func__)?\.__globals__\['(\w+)'\]")
-# a submodule as the interpreter reads it (``self._modules['h']._modules['0']``), as thunder prints it: self.h.0
-_SUBMODULES = re.compile(r"\._modules\['([\w.]+)'\]")
-# a closure cell as the interpreter's provenance (``closure[0]``) or the prologue (``self.__closure__[0]``)
-_CELL = re.compile(r"^(?:self\.__)?closure(?:__)?\[(\d+)\]\.cell_contents")
-
-
-def readable_source(path: str, fn=None) -> str:
-    """How the user's code reads a value: ``self.forward.__func__.__globals__['G'][0]`` -> ``G[0]``,
-    ``self._modules['h']._modules['0'].attn`` -> ``self.h.0.attn``;
-    ``self.__closure__[0].cell_contents.weight`` -> ``conv.weight`` when ``fn`` (the jitted
-    function) names its cells."""
-    path = _SUBMODULES.sub(r".\1", _GLOBALS.sub(r"\1", path))
-    free = getattr(getattr(fn, "__code__", None), "co_freevars", ())
-    return _CELL.sub(lambda m: free[int(m[1])] if int(m[1]) < len(free) else m[0], path)
+            records[outs[0].name] = owner if owner is not None else provenance.root_record(provenance.Root.FUNCTION)
+        elif owner is None or len(bsym.args) < 2:
+            continue
+        elif name in _MODULE_UNPACKS and isinstance(bsym.args[1], str):
+            records[outs[0].name] = provenance.attribute_record(owner, bsym.args[1])
+        elif name == "unpack_getitem" and isinstance(bsym.args[1], (str, int)):
+            records[outs[0].name] = provenance.item_record(owner, bsym.args[1])  # self.sizes[0], G[1]
+    return {**{n: provenance.text(r, fn) for n, r in records.items()}, **sizes}
 
 
 def _entry_guard_texts(prologue_trace, fn=None) -> list[str]:

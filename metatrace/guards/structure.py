@@ -21,11 +21,12 @@ from typing import Any
 
 import torch
 from thunder.core.compile_data import _compile_data, using_symbolic_values
-from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import Proxy
 
+from metatrace.guards import provenance
 from metatrace.guards.collect import GuardFailure
 from metatrace.guards.explain import record_rejection
+from metatrace.guards.provenance import Root
 from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
 
 CONTAINERS = (list, tuple, dict, slice)
@@ -157,31 +158,20 @@ class StructureConstraint:
         structure_symbol()(self.structure_id, value_proxy, *aliased)
 
 
-def _argument_proxy(source: PseudoInst, key: int | str) -> Proxy:
+def _argument_proxy(source: Root, key: int | str) -> Proxy:
     """A proxy whose history makes the prologue unpack ``args[key]`` (or ``kwargs[key]``)."""
-    history = ProvenanceRecord(
-        PseudoInst.BINARY_SUBSCR,
-        inputs=[ProvenanceRecord(source, inputs=[]), ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=key)],
-    )
-    return Proxy(prefix="arg", history=history)
+    return Proxy(prefix="arg", history=provenance.item_record(provenance.root_record(source), key))
 
 
-def _unpacked_arguments(inputs) -> dict[tuple[PseudoInst, int | str], Proxy]:
+def _unpacked_arguments(inputs) -> dict[tuple[Root, int | str], Proxy]:
     """The computation's inputs that are arguments themselves (history ``args[k]`` or
     ``kwargs[k]``), by (source, key): the prologue unpacks them anyway."""
     out = {}
     for v in inputs:
         p = getattr(v, "proxy", v)
-        h = getattr(p, "history", None)
-        if (
-            isinstance(h, ProvenanceRecord)
-            and h.inst is PseudoInst.BINARY_SUBSCR
-            and len(h.inputs) == 2
-            and h.inputs[0].inst in (PseudoInst.INPUT_ARGS, PseudoInst.INPUT_KWARGS)
-            and not h.inputs[0].inputs
-            and h.inputs[1].inst is PseudoInst.CONSTANT
-        ):
-            out.setdefault((h.inputs[0].inst, h.inputs[1].value), p)
+        argument = provenance.argument_of(getattr(p, "history", None))
+        if argument is not None:
+            out.setdefault(argument, p)
     return out
 
 
@@ -199,8 +189,8 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
     symbolic = using_symbolic_values()
     numbers: list[tuple[Proxy, type]] = []  # (argument proxy, its type)
     first_seen: dict[int, Proxy] = {}  # id of a container argument -> the proxy of its first occurrence
-    items = [(PseudoInst.INPUT_ARGS, i, a) for i, a in enumerate(args)]
-    items += [(PseudoInst.INPUT_KWARGS, k, v) for k, v in kwargs.items()]
+    items = [(Root.ARGS, i, a) for i, a in enumerate(args)]
+    items += [(Root.KWARGS, k, v) for k, v in kwargs.items()]
     for source, key, value in items:
         if isinstance(value, torch.Tensor):
             continue  # thunder's own checks and metatrace's guards cover what the trace read
@@ -222,7 +212,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
         structure_id = new_id("s")
         with tracectx(trace):
             proxy = _argument_proxy(source, key)
-        where = f"args[{key}]" if source is PseudoInst.INPUT_ARGS else f"kwargs[{key!r}]"
+        where = f"args[{key}]" if source is Root.ARGS else f"kwargs[{key!r}]"
         if type(value) in CONTAINERS and id(value) in first_seen:
             # The trace read one object through both arguments: a call with two objects must miss.
             EXPECTED[structure_id] = ALIAS
@@ -238,9 +228,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
         structure_id = new_id("s")
         EXPECTED[structure_id] = KeywordOrder(kwargs)
         with tracectx(trace):
-            proxy = Proxy(prefix="kw", history=ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[
-                ProvenanceRecord(PseudoInst.INPUT_KWARGS, inputs=[]),
-                ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value="keys")]))
+            proxy = Proxy(prefix="kw", history=provenance.attribute_record(provenance.root_record(Root.KWARGS), "keys"))
         ctx.add_constraint((StructureConstraint(structure_id), proxy))
         texts.append(EXPECTED[structure_id].text)
     if symbolic:

@@ -26,9 +26,10 @@ import weakref
 from typing import Any
 
 import torch
-from thunder.core.interpreter import ProvenanceRecord, PseudoInst
+from thunder.core.interpreter import ProvenanceRecord
 from thunder.core.proxies import Proxy
 
+from metatrace.guards import provenance
 from metatrace.guards.compile_session import session
 from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
 
@@ -149,64 +150,27 @@ class ValueConstraint:
         structure_symbol()(self.value_id, value_proxy, *more_proxies)
 
 
-def source_text(history, depth: int = 0) -> str:
-    """``G``, ``self.mode``, ``fn.__defaults__[0]``: how the value is read, for explain()."""
-    if not isinstance(history, ProvenanceRecord) or depth > 12:
-        return "<value>"
-    inst = history.inst
-    if inst is PseudoInst.INPUT_FN:
-        return "self"
-    if inst in (PseudoInst.LOAD_ATTR, PseudoInst.BINARY_SUBSCR) and len(history.inputs) == 2:
-        base, key = source_text(history.inputs[0], depth + 1), history.inputs[1]
-        k = key.value if key.inst is PseudoInst.CONSTANT else "?"
-        if base == "self" and k == "__globals__":
-            return "globals()"
-        if base == "self" and k == "__closure__":
-            return "closure"
-        if base == "globals()" and isinstance(k, str):
-            return k
-        if history.inst is PseudoInst.LOAD_ATTR:
-            return f"{base}.{k}"
-        return f"{base}[{k!r}]"
-    if inst is PseudoInst.OPAQUE and history.inputs:
-        return source_text(history.inputs[-1], depth + 1)
-    return "<value>"
-
-
-def add_value_check(ctx, provenance: ProvenanceRecord, value: Any, why: str, source: str | None = None) -> None:
-    """Adds a prologue check that the value read through ``provenance`` has ``value``'s contents.
+def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source: str | None = None) -> None:
+    """Adds a prologue check that the value read through ``record`` has ``value``'s contents.
     Once per provenance and trace (the compile session's ``value_checks``)."""
     checked = session(ctx).value_checks
-    key = provenance_key(provenance)
+    key = provenance.key(record)
     if key in checked:
         return
     checked.add(key)
     value_id = new_id("v")
-    from metatrace.guards.explain import readable_source
-
-    source = source or readable_source(source_text(provenance), session(ctx).fn)
+    source = source or provenance.text(record, session(ctx).fn)
     EXPECTED[value_id] = ExpectedValue(value, f"{source} == {_short_repr(value)} ({why})")
     from thunder.core.trace import tracectx
 
     with tracectx(ctx.computation_trace):
-        proxy = Proxy(prefix="value", history=provenance)
+        proxy = Proxy(prefix="value", history=record)
     ctx.add_constraint((ValueConstraint(value_id), proxy))
 
 
 def _short_repr(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def provenance_key(pr: ProvenanceRecord, depth: int = 0) -> Any:
-    if depth > 24:
-        return id(pr)
-    value = pr.value if pr.inst is PseudoInst.CONSTANT else None
-    try:
-        hash(value)
-    except TypeError:
-        value = id(value)
-    return (pr.inst, value, tuple(provenance_key(i, depth + 1) for i in pr.inputs))
 
 
 class ExpectedContiguity:
@@ -221,26 +185,3 @@ class ExpectedContiguity:
 
     def matches(self, t) -> bool:
         return isinstance(t, torch.Tensor) and t.is_contiguous(memory_format=self.memory_format) == self.expected
-
-
-def traced_value(history, *, call: tuple[tuple, dict] | None = None, fn: Any = None, depth: int = 0) -> Any:
-    """The object a provenance reads, replayed from the call's arguments (``args[0]``,
-    ``kwargs['x'].weight``) or from the jitted function or module (``INPUT_FN``: ``self.layers``),
-    or ``NotImplemented`` when it is rooted elsewhere or cannot be replayed."""
-    if not isinstance(history, ProvenanceRecord) or depth > 32:
-        return NotImplemented
-    roots = {PseudoInst.INPUT_ARGS: call[0] if call else NotImplemented,
-             PseudoInst.INPUT_KWARGS: call[1] if call else NotImplemented,
-             PseudoInst.INPUT_FN: fn if fn is not None else NotImplemented}
-    if history.inst in roots:
-        return roots[history.inst]
-    if history.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR) and len(history.inputs) == 2:
-        key = history.inputs[1]
-        base = traced_value(history.inputs[0], call=call, fn=fn, depth=depth + 1)
-        if base is NotImplemented or key.inst is not PseudoInst.CONSTANT:
-            return NotImplemented
-        try:
-            return base[key.value] if history.inst is PseudoInst.BINARY_SUBSCR else getattr(base, key.value)
-        except Exception:
-            return NotImplemented
-    return NotImplemented

@@ -35,16 +35,16 @@ from typing import Any
 import thunder.core.jit_ext as jit_ext
 import torch
 import torch.nn.modules.module as torch_module
-from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
+from thunder.core.interpreter import WrappedValue
 from thunder.core.module import ThunderModule, get_thunder_module
 from thunder.core.proxies import Proxy
 from thunder.core.trace import tracectx
 
+from metatrace.guards import provenance
 from metatrace.guards.compile_session import session
-from metatrace.guards.explain import readable_source
+from metatrace.guards.provenance import is_jitted_function, may_register_for_prologue, rooted_in_arguments, rooted_in_prologue
 from metatrace.guards.registry import EXPECTED, new_id
-from metatrace.guards.value_checks import ValueConstraint, provenance_key, source_text
-from metatrace.interpret.provenance import may_register_for_prologue, rooted_in_arguments, rooted_in_prologue
+from metatrace.guards.value_checks import ValueConstraint
 
 # The dicts ``nn.Module._call_impl`` reads (the ``*_with_kwargs`` and ``*_always_called`` dicts are
 # keyed by the same handle ids and change with these).
@@ -161,23 +161,12 @@ def _module_at(root: dict, path: tuple[str, ...]) -> tuple[torch.nn.Module | Non
     return module, d
 
 
-def _root_and_path(pr) -> tuple[Any, tuple[str, ...]]:
-    """``self._modules['h']._modules['0']`` -> (``self``'s provenance, ('h', '0'))."""
-    path = []
-    while (pr.inst is PseudoInst.BINARY_SUBSCR and pr.inputs[1].inst is PseudoInst.CONSTANT
-           and type(pr.inputs[1].value) is str and pr.inputs[0].inst is PseudoInst.LOAD_ATTR
-           and pr.inputs[0].inputs[1].inst is PseudoInst.CONSTANT and pr.inputs[0].inputs[1].value == "_modules"):
-        path.append(pr.inputs[1].value)
-        pr = pr.inputs[0].inputs[0]
-    return pr, tuple(reversed(path))
-
-
 def check_module_call(wrapped_module: WrappedValue) -> None:
     """Adds the called module to the entry's check, once per module and trace."""
     pr = wrapped_module.provenance
-    if pr is None or not (pr.inst is PseudoInst.INPUT_FN or may_register_for_prologue(pr)):
+    if pr is None or not (is_jitted_function(pr) or may_register_for_prologue(pr)):
         return
-    if pr.inst is not PseudoInst.INPUT_FN and (not rooted_in_prologue(pr) or rooted_in_arguments(pr)):
+    if not is_jitted_function(pr) and (not rooted_in_prologue(pr) or rooted_in_arguments(pr)):
         return
     try:
         ctx = jit_ext.get_jit_ctx()
@@ -218,21 +207,18 @@ class _CalledModulesCheck:
         if id(module) in self.seen:
             return
         self.seen.add(id(module))
-        root_pr, path = _root_and_path(pr)
-        key = provenance_key(root_pr)
+        root_pr, path = provenance.submodule_path(pr)
+        key = provenance.key(root_pr)
         if key not in self.roots:
             self.roots[key] = len(self.proxies)
             # ``root.__dict__``, read from the user's module, not thunder's wrapper of it (the flag), and
             # without unpacking the root again (a second ``unpack_thunder_module`` stops ddp/fsdp)
-            dict_pr = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[
-                root_pr, ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value="__dict__")])
-            dict_pr.ext_flag |= jit_ext.EXT_FLAG_IS_CALLABLE
+            dict_pr = provenance.attribute_record(root_pr, "__dict__", jit_ext.EXT_FLAG_IS_CALLABLE)
             with tracectx(ctx.computation_trace):
                 self.proxies.append(Proxy(prefix="value", history=dict_pr))  # (thunder names its own "module"s)
             self._replace_constraint(ctx)
         self.expected.add(self.roots[key], path, module,
-                          readable_source(source_text(pr), session(ctx).fn),
-                          in_wrapper=root_pr.inst is PseudoInst.INPUT_FN)
+                          provenance.text(pr, session(ctx).fn), in_wrapper=is_jitted_function(root_pr))
 
     def _replace_constraint(self, ctx) -> None:
         constraint = (ValueConstraint(self.value_id), *self.proxies)

@@ -44,29 +44,28 @@ import types
 import thunder.core.interpreter as interpreter
 import torch
 import thunder.core.jit_ext as jit_ext
-from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
+from thunder.core.interpreter import ProvenanceRecord, WrappedValue
 
+from metatrace.guards import provenance
 from metatrace.guards.compile_session import session
-from metatrace.guards.value_checks import add_value_check, traced_value
-from metatrace.interpret.called_modules import check_module_call
-from metatrace.interpret.library_code import is_library_function, is_library_module, is_library_module_name
-from metatrace.interpret.provenance import (
+from metatrace.guards.provenance import (
     attribute_name,
+    attribute_record,
+    is_jitted_function,
     may_register_for_prologue,
     rooted_in_arguments,
     rooted_in_prologue,
     through_library_module,
 )
+from metatrace.guards.value_checks import add_value_check
+from metatrace.interpret.called_modules import check_module_call
+from metatrace.interpret.library_code import is_library_function, is_library_module, is_library_module_name
 from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
 
 _WHY = "a function the trace calls"
 _ENVIRON_GETITEM = os._Environ.__getitem__
 _CALLABLE_TYPES = (types.FunctionType, types.BuiltinFunctionType, functools.partial, types.MethodType)
-
-
-def _attr(pr: ProvenanceRecord, name: str) -> ProvenanceRecord:
-    return ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[pr, ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=name)])
 
 
 def _is_code(container) -> bool:
@@ -81,21 +80,15 @@ def _is_code(container) -> bool:
     return type(container) is dict and container.get("__name__") == "builtins"
 
 
-def _reread(container, pr: ProvenanceRecord, name: str):
-    try:
-        return container[name] if pr.inst is PseudoInst.BINARY_SUBSCR else getattr(container, name)
-    except Exception:
-        return NotImplemented
-
-
 def _read_site(wrapped_fn: WrappedValue):
     """``(ctx, provenance, name, container)`` of a callee read from the user's state, else None."""
     pr = wrapped_fn.provenance
     if pr is None or not may_register_for_prologue(pr):
         return None
     name = attribute_name(pr)
-    if name == "__func__" and pr.inputs[0].inst is PseudoInst.LOAD_ATTR:
-        pr = pr.inputs[0]  # ``obj.act(...)``: thunder calls the bound method's function
+    outer = provenance.last_read(provenance.last_read(pr).base) if name == "__func__" else None
+    if outer is not None and outer.kind is provenance.Read.ATTR:
+        pr = outer.record  # ``obj.act(...)``: thunder calls the bound method's function
         name = attribute_name(pr)
     if not isinstance(name, str) or name.startswith("__"):
         return None  # the interpreter's own steps (``__call__``, ``__init__``)
@@ -105,8 +98,7 @@ def _read_site(wrapped_fn: WrappedValue):
         ctx = jit_ext.get_jit_ctx()
     except LookupError:
         return None
-    container = traced_value(pr.inputs[0], call=session(ctx).call,
-                             fn=session(ctx).fn)
+    container = provenance.replay(provenance.last_read(pr).base, call=session(ctx).call, fn=session(ctx).fn)
     if container is NotImplemented or _is_code(container):
         return None
     return ctx, pr, name, container
@@ -114,9 +106,9 @@ def _read_site(wrapped_fn: WrappedValue):
 
 def _class_attribute(pr: ProvenanceRecord, name: str) -> ProvenanceRecord:
     """``type(obj).name`` for ``obj`` read through ``pr``."""
-    class_pr = _attr(pr, "__class__")
-    class_pr.ext_flag |= jit_ext.EXT_FLAG_IS_CALLABLE  # (the user's module, not thunder's ThunderModule)
-    return _attr(class_pr, name)
+    # (the flag: the user's module, not thunder's ThunderModule)
+    class_pr = attribute_record(pr, "__class__", jit_ext.EXT_FLAG_IS_CALLABLE)
+    return attribute_record(class_pr, name)
 
 
 def check_call_target(wrapped_fn: WrappedValue) -> None:
@@ -132,7 +124,7 @@ def check_call_target(wrapped_fn: WrappedValue) -> None:
     if site is None:
         return
     ctx, pr, name, container = site
-    current = _reread(container, pr, name)
+    current = provenance.last_read(pr).read(container)
     if current is fn:
         _check_function(ctx, pr, fn, (id(container), name))
         if not isinstance(fn, _CALLABLE_TYPES):  # an object of the user's class: its ``__call__``
@@ -146,12 +138,12 @@ def check_call_target(wrapped_fn: WrappedValue) -> None:
             or is_library_function(func)):
         return
     if isinstance(container, type):  # a classmethod read from its class: ``Cls.make.__func__``
-        _check_function(ctx, _attr(pr, "__func__"), func, (id(container), name))
+        _check_function(ctx, attribute_record(pr, "__func__"), func, (id(container), name))
     elif (static := inspect.getattr_static(type(container), name, None)) is func:
-        _check_function(ctx, _class_attribute(pr.inputs[0], name), func, (id(type(container)), name))
+        _check_function(ctx, _class_attribute(provenance.last_read(pr).base, name), func, (id(type(container)), name))
         _check_not_shadowed(ctx, pr, func, container, name)
     elif isinstance(static, classmethod) and static.__func__ is func:  # ``obj.make``: ``type(obj).make.__func__``
-        _check_function(ctx, _attr(_class_attribute(pr.inputs[0], name), "__func__"), func,
+        _check_function(ctx, attribute_record(_class_attribute(provenance.last_read(pr).base, name), "__func__"), func,
                         (id(type(container)), name))
         _check_not_shadowed(ctx, pr, func, container, name)
 
@@ -165,7 +157,7 @@ def _check_not_shadowed(ctx, pr: ProvenanceRecord, func, obj, name: str) -> None
     key = (id(obj), name, "instance")
     if key not in seen:
         seen.add(key)
-        add_value_check(ctx, _attr(pr, "__func__"), func, "a method not replaced on its object")
+        add_value_check(ctx, attribute_record(pr, "__func__"), func, "a method not replaced on its object")
 
 
 def _check_function(ctx, pr: ProvenanceRecord, fn, key: tuple, why: str = _WHY) -> None:
@@ -177,11 +169,11 @@ def _check_function(ctx, pr: ProvenanceRecord, fn, key: tuple, why: str = _WHY) 
     if not isinstance(fn, types.FunctionType):
         return
     if not is_library_function(fn):
-        add_value_check(ctx, _attr(pr, "__code__"), fn.__code__, "its code, replaced by an in-place edit")
+        add_value_check(ctx, attribute_record(pr, "__code__"), fn.__code__, "its code, replaced by an in-place edit")
     for attr in ("__defaults__", "__kwdefaults__"):
         value = getattr(fn, attr)
         if value:
-            add_value_check(ctx, _attr(pr, attr), value, "defaults are bound as constants")
+            add_value_check(ctx, attribute_record(pr, attr), value, "defaults are bound as constants")
 
 
 def check_property(obj: WrappedValue, name: str) -> None:
@@ -189,13 +181,13 @@ def check_property(obj: WrappedValue, name: str) -> None:
     no provenance (the trace holds what the getter read, e.g. ``obj._x``), so the property itself
     is checked on the class, and its getter's code."""
     pr = obj.provenance
-    if pr is None or not isinstance(name, str) or not (pr.inst is PseudoInst.INPUT_FN or may_register_for_prologue(pr)):
+    if pr is None or not isinstance(name, str) or not (is_jitted_function(pr) or may_register_for_prologue(pr)):
         return
     cls = type(obj.value)
     prop = next((vars(base)[name] for base in cls.__mro__ if name in vars(base)), None)
     if type(prop) is not property or not isinstance(prop.fget, types.FunctionType) or is_library_function(prop.fget):
         return
-    if pr.inst is not PseudoInst.INPUT_FN and (not rooted_in_prologue(pr) or rooted_in_arguments(pr)
+    if not is_jitted_function(pr) and (not rooted_in_prologue(pr) or rooted_in_arguments(pr)
                                                or through_library_module(pr)):
         return
     try:
@@ -204,7 +196,7 @@ def check_property(obj: WrappedValue, name: str) -> None:
         return
     prop_pr = _class_attribute(pr, name)
     _check_function(ctx, prop_pr, prop, (id(cls), name), "a property the trace reads")
-    add_value_check(ctx, _attr(_attr(prop_pr, "fget"), "__code__"), prop.fget.__code__,
+    add_value_check(ctx, attribute_record(attribute_record(prop_pr, "fget"), "__code__"), prop.fget.__code__,
                     "its code, replaced by an in-place edit")
 
 
@@ -230,7 +222,7 @@ def check_environment_read(environ) -> None:
         ctx = jit_ext.get_jit_ctx()
     except LookupError:
         return
-    add_value_check(ctx, _attr(pr, "_data"), environ.value._data, "the environment the trace reads")
+    add_value_check(ctx, attribute_record(pr, "_data"), environ.value._data, "the environment the trace reads")
 
 
 def _dispatching(original):

@@ -22,6 +22,7 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import PseudoInst
 
 from metatrace.errors import MetatraceError
+from metatrace.guards import provenance
 from metatrace.patching import Patch, attribute
 
 
@@ -33,12 +34,12 @@ def _dropped(ctx) -> list[str]:
     """The attributes stored into an object's ``__dict__`` that thunder's epilogue skips."""
     dropped = []
     for modified, modifications in ctx._additional_outputs.items():
-        pr = modified.provenance
-        if not (isinstance(modified.value, dict) and pr.inst is PseudoInst.LOAD_ATTR
-                and pr.inputs[1].inst is PseudoInst.CONSTANT and pr.inputs[1].value == "__dict__"):
+        read = provenance.last_read(modified.provenance)
+        if not (isinstance(modified.value, dict) and read is not None and read.kind is provenance.Read.ATTR
+                and read.key == "__dict__"):
             continue
-        owner = pr.inputs[0]
-        if hasattr(owner, "proxy") or not _rooted_in_the_call(owner):
+        owner = read.base
+        if hasattr(owner, "proxy") or not provenance.rooted_in_the_call(owner):
             continue  # written back (prims.pack_attr); or a library's object (a context manager's state)
         for inst, *args in modifications:
             if inst is PseudoInst.STORE_SUBSCR:
@@ -46,30 +47,8 @@ def _dropped(ctx) -> list[str]:
     return dropped
 
 
-_CALL_ROOTS = (PseudoInst.INPUT_FN, PseudoInst.INPUT_ARGS, PseudoInst.INPUT_KWARGS)
-
-
-def _rooted_in_the_call(record) -> bool:
-    """Whether the object was reached from the jitted function or its arguments (the user's
-    module and what it holds), not from a global."""
-    while record.inst not in _CALL_ROOTS:
-        if not record.inputs:
-            return False
-        if record.inst is PseudoInst.LOAD_ATTR and _FUNCTION_STATE.intersection(_constants(record.inputs[1:])):
-            return False  # the function's globals or closure: code's state, not the call's
-        record = record.inputs[0]
-    return True
-
-
-_FUNCTION_STATE = {"__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__code__"}
-
-
-def _constants(records) -> set:
-    return {r.value for r in records if r.inst is PseudoInst.CONSTANT and isinstance(r.value, str)}
-
-
 def _owner_text(owner) -> str:
-    if owner.inst is PseudoInst.INPUT_FN:
+    if provenance.is_jitted_function(owner):
         return "self"
     return str(owner)
 

@@ -14,12 +14,12 @@ import functools
 
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
-from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import NumberProxy, TensorProxy
 
+from metatrace.guards import provenance
 from metatrace.guards.compile_session import session
 from metatrace.metas import concretizations
-from metatrace.metas.record_state import INTERPRETING
+from metatrace.metas.record_state import compile_step
 from metatrace.guards.explain import log_miss
 from metatrace.guards.grad_program import reserve_grad_program
 from metatrace.guards.collect import GuardCollector
@@ -67,14 +67,8 @@ def _jit_ctx(original):
         if collector is None:
             log_miss()  # a new trace under an existing function: say why its entries were rejected
             collector = compile_session.guards = GuardCollector()
-        token = concretizations.COLLECTOR.set(collector)
-        interpreting = INTERPRETING.set(True)
-        try:
-            with original(ctx):
-                yield
-        finally:
-            INTERPRETING.reset(interpreting)
-            concretizations.COLLECTOR.reset(token)
+        with compile_step(collector), original(ctx):
+            yield
 
     return jit_ctx
 
@@ -94,10 +88,7 @@ def check_defaults(ctx, fn) -> None:
     for attr in ("__defaults__", "__kwdefaults__"):
         value = getattr(fn, attr)
         if value:
-            history = ProvenanceRecord(
-                PseudoInst.LOAD_ATTR,
-                inputs=[ProvenanceRecord(PseudoInst.INPUT_FN, inputs=[]), ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=attr)],
-            )
+            history = provenance.attribute_record(provenance.root_record(provenance.Root.FUNCTION), attr)
             add_value_check(ctx, history, value, "defaults are bound as constants", source=f"{fn.__name__}.{attr}")
 
 
@@ -109,9 +100,9 @@ def _propagate_constraints(original):
         collector = session(ctx).guards
         if collector is not None:
             names = input_names(ctx, inputs)
-            forward_texts = add_prologue_constraints(ctx, inputs, computation_trace, collector, names, numbers)
+            checked_by_forward = add_prologue_constraints(ctx, inputs, computation_trace, collector, names, numbers)
             reserve_grad_program(
-                ctx, inputs, {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}, names, forward_texts
+                ctx, inputs, {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}, names, checked_by_forward
             )
         elif numbers:
             add_number_type_constraint(ctx, numbers)
@@ -126,8 +117,8 @@ def input_names(ctx, inputs) -> dict[str, str]:
     parameters = _parameter_names(session(ctx).fn)
     for v in inputs:
         p = v.proxy
-        if isinstance(p, NumberProxy) and (text := _history_text(p.history, parameters=parameters)
-                                           or _state_text(p.history, session(ctx).fn)):
+        if isinstance(p, NumberProxy) and (text := provenance.argument_name(p.history, parameters)
+                                           or provenance.state_name(p.history, session(ctx).fn)):
             if p.name not in names or "[" in text or "." in text:
                 # an element of a container argument reads as ``l[0]``, not as the local variable
                 # it was first stored in (thunder names proxies after locals: ``best > item``)
@@ -137,17 +128,6 @@ def input_names(ctx, inputs) -> dict[str, str]:
                 if isinstance(s, NumberProxy):
                     names.setdefault(s.name, f"{names.get(p.name, p.name)}.shape[{d}]")
     return names
-
-
-def _state_text(history, fn) -> str | None:
-    """``conv.stride[0]``, ``self.k``: a number read from the function's globals, closures or
-    module (a convolution's stride), as explain() names the values it checks; None when the
-    path has a step it cannot print."""
-    from metatrace.guards.explain import readable_source
-    from metatrace.guards.value_checks import source_text
-
-    text = readable_source(source_text(history), fn)
-    return None if "<value>" in text or "?" in text else text
 
 
 def _parameter_names(fn) -> list[str]:
@@ -162,27 +142,6 @@ def _parameter_names(fn) -> list[str]:
     except (TypeError, ValueError):
         return []
     return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-
-
-def _history_text(history, depth: int = 0, parameters: list[str] | None = None) -> str | None:
-    """``l[1]`` (``args[1][1]`` without parameter names), ``s.start``, ``kwargs['k'][0]`` for an
-    input reached through subscripts and attributes, else None."""
-    if not isinstance(history, ProvenanceRecord) or depth > 8:
-        return None
-    if history.inst is PseudoInst.INPUT_ARGS:
-        return "args"
-    if history.inst is PseudoInst.INPUT_KWARGS:
-        return "kwargs"
-    if history.inst in (PseudoInst.BINARY_SUBSCR, PseudoInst.LOAD_ATTR) and len(history.inputs) == 2:
-        base, key = _history_text(history.inputs[0], depth + 1, parameters), history.inputs[1]
-        if base is None or key.inst is not PseudoInst.CONSTANT:
-            return None
-        if base == "args" and parameters and type(key.value) is int and key.value < len(parameters):
-            return parameters[key.value]
-        if base == "kwargs" and type(key.value) is str:
-            return key.value
-        return f"{base}[{key.value!r}]" if history.inst is PseudoInst.BINARY_SUBSCR else f"{base}.{key.value}"
-    return None
 
 
 def patches() -> list[Patch]:

@@ -25,27 +25,16 @@ import functools
 import thunder.core.jit_ext as jit_ext
 import thunder.core.proxies as proxies
 import torch
-from thunder.core.interpreter import PseudoInst
-from thunder.core.proxies import CONSTRAINT, NumberProxy, ProvenanceRecord
+from thunder.core.proxies import CONSTRAINT, NumberProxy
 
+from metatrace.guards import provenance
 from metatrace.patching import Patch, attribute
 from metatrace.interpret import value_proxies
-
-_MODULE_STATE_ATTRS = frozenset({"_parameters", "_buffers"})
-
 
 def is_module_state(t: torch.Tensor, history) -> bool:
     """A Parameter, or a tensor the interpreter read as ``module._parameters[name]`` /
     ``module._buffers[name]`` (buffers are plain tensors: only their provenance tells)."""
-    if isinstance(t, torch.nn.Parameter):
-        return True
-    if not isinstance(history, ProvenanceRecord) or history.inst is not PseudoInst.BINARY_SUBSCR:
-        return False
-    container = history.inputs[0]
-    if container.inst is not PseudoInst.LOAD_ATTR:
-        return False
-    attr = container.inputs[1]
-    return attr.inst is PseudoInst.CONSTANT and attr.value in _MODULE_STATE_ATTRS
+    return isinstance(t, torch.nn.Parameter) or provenance.reads_module_tensor(history)
 
 
 @contextlib.contextmanager
@@ -71,31 +60,19 @@ def _tensorproxy(original):
     return tensorproxy
 
 
-def read_from_module(history) -> bool:
-    """The value was reached from the jitted module object (an attribute, at any depth), not
-    from the call's arguments."""
-    while isinstance(history, ProvenanceRecord) and history.inputs:
-        history = history.inputs[0]
-    return (
-        isinstance(history, ProvenanceRecord)
-        and history.inst is PseudoInst.INPUT_FN
-        and bool(history.ext_flag & jit_ext.EXT_FLAG_IS_MODULE)
-    )
-
-
 def _proxify(original):
     @functools.wraps(original)
     def proxify(self, value):
         # Strings are static and slices keep symbolic numbers (metatrace.interpret.value_proxies); the rest is thunder's.
         p = value_proxies.proxify_static(self, value)
         if p is not value_proxies.NOT_HANDLED:
-            if type(p) is slice and read_from_module(value.provenance):
+            if type(p) is slice and provenance.read_from_jitted_module(value.provenance):
                 for part in (p.start, p.stop, p.step):
                     if isinstance(part, NumberProxy):
                         part.constraint = CONSTRAINT.STATIC  # a module's slice is configuration too
             return p
         p = original(self, value)
-        if isinstance(p, NumberProxy) and proxies.using_symbolic_values() and read_from_module(value.provenance):
+        if isinstance(p, NumberProxy) and proxies.using_symbolic_values() and provenance.read_from_jitted_module(value.provenance):
             # (checked by thunder when the computation takes it as an input, by metatrace.guards.program
             # when a decision or a baked value depends on it)
             p.constraint = CONSTRAINT.STATIC

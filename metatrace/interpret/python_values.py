@@ -35,7 +35,6 @@ import torch
 from thunder.core.interpreter import (
     INTERPRETER_CALLBACKS,
     ProvenanceRecord,
-    PseudoInst,
     WrappedValue,
     _interpret_call,
     interpreter_needs_wrap,
@@ -44,9 +43,9 @@ from thunder.core.interpreter import (
 )
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
+from metatrace.guards import provenance
 from metatrace.guards.compile_session import session
-from metatrace.interpret.library_code import is_library_module
-from metatrace.interpret.provenance import (
+from metatrace.guards.provenance import (
     EXT_FLAG_LIBRARY_MODULE,
     attribute_name,
     may_register_for_prologue,
@@ -56,6 +55,7 @@ from metatrace.interpret.provenance import (
     through_library_module,
     through_module_tensors,
 )
+from metatrace.interpret.library_code import is_library_module
 from metatrace.metas import concretizations
 from metatrace import patching
 from metatrace.patching import SYMBOL_METAS, Patch, attribute
@@ -65,8 +65,6 @@ from metatrace.guards.value_checks import (
     ExpectedContiguity,
     ValueConstraint,
     add_value_check,
-    source_text,
-    traced_value,
 )
 
 # Containers up to this length are walked element by element (symbolic elements, relational
@@ -233,7 +231,7 @@ def _as_value_lookaside(fn, why: str, fallback):
             uargs = [_concrete(a.value, why) for a in args]
             ukwargs = {k: _concrete(v.value, why) for k, v in kwargs.items()}
             res = fn(*uargs, **ukwargs)
-            pr = ProvenanceRecord(PseudoInst.OPAQUE, inputs=[wrap_const(fn).provenance, *(a.provenance for a in args)])
+            pr = provenance.opaque_record([wrap_const(fn).provenance, *(a.provenance for a in args)])
             return wrap(res, provenance=pr)
         return fallback(*args, **kwargs)
 
@@ -282,7 +280,7 @@ def _type_lookaside(default):
         if len(args) == 1 and not kwargs and isinstance(args[0].value, NumberProxy) and not _called_from_thunder():
             python_type = getattr(args[0].value, "python_type", None)
             if python_type in (bool, int, float, complex):
-                pr = ProvenanceRecord(PseudoInst.OPAQUE, inputs=[wrap_const(type).provenance, args[0].provenance])
+                pr = provenance.opaque_record([wrap_const(type).provenance, args[0].provenance])
                 return wrap(python_type, provenance=pr)
         return default(*args, **kwargs)
 
@@ -309,13 +307,13 @@ _ITERATED_CONTAINERS = (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.Seque
 def _iterated_container(owner_pr: ProvenanceRecord) -> bool:
     """The module whose ``_modules`` is read (found from the jitted module along the provenance)
     is a container whose submodules user code iterates."""
-    if owner_pr.inst is PseudoInst.INPUT_FN:
+    if provenance.is_jitted_function(owner_pr):
         return False
     try:
         ctx = jit_ext.get_jit_ctx()
     except LookupError:
         return True
-    owner = traced_value(owner_pr, fn=session(ctx).fn)
+    owner = provenance.replay(owner_pr, fn=session(ctx).fn)
     return owner is NotImplemented or isinstance(owner, _ITERATED_CONTAINERS)
 
 
@@ -335,7 +333,7 @@ def needs_value_check(value: WrappedValue) -> bool:
         name = attribute_name(pr)
         if name in _SKIPPED_MEMBER_DICTS:
             return False  # namespaces; parameters and buffers: thunder checks each tensor it reads
-        if name == "_modules" and not _iterated_container(pr.inputs[0]):
+        if name == "_modules" and not _iterated_container(provenance.last_read(pr).base):
             # Only a ModuleList/ModuleDict/Sequential's submodules are iterated (their number is
             # baked in: ``ModuleList.append``); another module's are read one by one, each name
             # through the submodule it gives (one check per submodule would cost every call).
@@ -396,14 +394,14 @@ def _is_contiguous_meta(original):
             ctx = jit_ext.get_jit_ctx()
         except LookupError:
             return result
-        real = traced_value(a.history, call=session(ctx).call)
+        real = provenance.replay(a.history, call=session(ctx).call)
         if not isinstance(real, torch.Tensor):
             return result  # an intermediate: thunder's answer (it models every result as contiguous)
         memory_format = kwargs.get("memory_format", args[0] if args else torch.contiguous_format)
         expected = real.is_contiguous(memory_format=memory_format)
         value_id = new_id("v")
         EXPECTED[value_id] = ExpectedContiguity(
-            memory_format, expected, f"{source_text(a.history)}.is_contiguous() == {expected} (read by the trace)"
+            memory_format, expected, f"{provenance.text(a.history)}.is_contiguous() == {expected} (read by the trace)"
         )
         ctx.add_constraint((ValueConstraint(value_id), a))
         return expected

@@ -21,11 +21,11 @@ from typing import Any
 import thunder.clang as clang
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
-from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue
+from thunder.core.interpreter import ProvenanceRecord, WrappedValue
 from thunder.core.proxies import NumberProxy, proxy
 
 from metatrace.guards.compile_session import session
-from metatrace.interpret.provenance import an_argument_or_its_item
+from metatrace.guards.provenance import an_argument_or_its_item, attribute_record
 
 NOT_HANDLED = object()
 
@@ -33,11 +33,8 @@ NOT_HANDLED = object()
 def _slice_part(slice_provenance: ProvenanceRecord, attr: str, v: Any) -> Any:
     if type(v) is not int:
         return v  # None (checked by the structure guard), or an object thunder handles as is
-    history = ProvenanceRecord(
-        PseudoInst.LOAD_ATTR,
-        inputs=[slice_provenance, ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=attr)],
-        ext_flag=jit_ext.EXT_FLAG_IS_PROXY_DERIVED,
-    )
+    # (thunder's record takes its flags from its inputs: a constant's none)
+    history = attribute_record(slice_provenance, attr)
     p = proxy(v, history=history)
     if hasattr(p, "make_constrainable"):
         p.make_constrainable()

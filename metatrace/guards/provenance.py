@@ -1,0 +1,423 @@
+"""A value's provenance (thunder's ``ProvenanceRecord``) read once as a typed path, and every
+question metatrace asks of it.
+
+thunder's interpreter records how it reached each value: a record's ``inst`` says what was done
+(``LOAD_ATTR``, ``BINARY_SUBSCR``, an input, a constant, an opaque call) and its ``inputs`` are
+the records of what it was done to. :func:`parse` reads a record into a :class:`Path`, as
+dynamo's ``AttrSource``/``GetItemSource`` chains do: a :class:`Root` (the jitted function or
+module, the call's positional or keyword arguments, a constant, an opaque call, a computed
+value) and the attribute and item reads from it (:class:`Step`: its kind and constant key, or
+``UNKNOWN``). The rest of metatrace asks this module (how explain() names the value, what the
+call gives when the path is read again, whether two records read the same value, where the
+path is rooted) and none walks a record itself. Records that metatrace builds for thunder (the
+prologue unpacks them) come from the constructors at the end.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import thunder.core.jit_ext as jit_ext
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst
+
+# The one limit on how far a record is followed (from the value towards its root, through
+# reads, opaque calls and inputs alike): records are built from earlier ones, so a chain ends;
+# the limit keeps a malformed (cyclic) one from hanging a compile.
+MAX_DEPTH = 256
+
+
+class Root(enum.Enum):
+    """Where a path starts."""
+
+    FUNCTION = "function"  # INPUT_FN: the jitted function or module (``self``)
+    ARGS = "args"  # INPUT_ARGS: the call's positional arguments
+    KWARGS = "kwargs"  # INPUT_KWARGS: the call's keyword arguments
+    CONSTANT = "constant"  # a constant the interpreter wrapped
+    OPAQUE = "opaque"  # the result of an opaque call (a builtin run on unwrapped values)
+    COMPUTED = "computed"  # any other instruction: a value the frame computed
+    TOO_DEEP = "too deep"  # the chain was longer than MAX_DEPTH
+    NONE = "none"  # no record at all
+
+
+class Read(enum.Enum):
+    ATTR = "attribute"  # LOAD_ATTR: ``base.key``
+    ITEM = "item"  # BINARY_SUBSCR: ``base[key]``
+
+
+class _Unknown:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()  # the key of a read whose key is not a constant
+_ROOTS = {PseudoInst.INPUT_FN: Root.FUNCTION, PseudoInst.INPUT_ARGS: Root.ARGS,
+          PseudoInst.INPUT_KWARGS: Root.KWARGS, PseudoInst.CONSTANT: Root.CONSTANT, PseudoInst.OPAQUE: Root.OPAQUE}
+_CALL_ROOTS = (Root.FUNCTION, Root.ARGS, Root.KWARGS)
+_ARGUMENT_ROOTS = (Root.ARGS, Root.KWARGS)
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One read: ``kind`` of ``base`` (the record read from) with ``key``; ``record`` is the read's own."""
+
+    kind: Read
+    key: Any
+    base: ProvenanceRecord
+    record: ProvenanceRecord
+
+    @property
+    def known(self) -> bool:
+        return self.key is not UNKNOWN
+
+    def read(self, obj: Any) -> Any:
+        """The read done again on ``obj``; ``NotImplemented`` where it raises or its key is unknown."""
+        if not self.known:
+            return NotImplemented
+        try:
+            return obj[self.key] if self.kind is Read.ITEM else getattr(obj, self.key)
+        except Exception:
+            return NotImplemented
+
+
+@dataclass(frozen=True, eq=False)
+class Path:
+    """``root`` (its record ``base``) and the reads from it, outermost last."""
+
+    root: Root
+    base: ProvenanceRecord | None
+    steps: tuple[Step, ...]
+
+    @property
+    def last(self) -> Step | None:
+        return self.steps[-1] if self.steps else None
+
+    def keys(self) -> list:
+        return [s.key for s in self.steps]
+
+
+def _step(pr: ProvenanceRecord) -> Step | None:
+    """The record as a read (an attribute or item read with inputs), else None."""
+    if pr.inst is PseudoInst.LOAD_ATTR:
+        kind = Read.ATTR
+    elif pr.inst is PseudoInst.BINARY_SUBSCR:
+        kind = Read.ITEM
+    else:
+        return None
+    if not pr.inputs:
+        return None
+    key_pr = pr.inputs[1] if len(pr.inputs) == 2 else None
+    key = key_pr.value if key_pr is not None and key_pr.inst is PseudoInst.CONSTANT else UNKNOWN
+    return Step(kind, key, pr.inputs[0], pr)
+
+
+def parse(pr: Any) -> Path:
+    """The record as a path: its reads back to the first record that is not a read."""
+    if not isinstance(pr, ProvenanceRecord):
+        return Path(Root.NONE, None, ())
+    steps = []
+    while (step := _step(pr)) is not None:
+        if len(steps) >= MAX_DEPTH:
+            return Path(Root.TOO_DEEP, pr, tuple(reversed(steps)))
+        steps.append(step)
+        pr = step.base
+    root = next((kind for inst, kind in _ROOTS.items() if pr.inst is inst), Root.COMPUTED)
+    return Path(root, pr, tuple(reversed(steps)))
+
+
+def last_read(pr: Any) -> Step | None:
+    """The value's own read (``m.weight``: the attribute ``weight`` of ``m``), else None."""
+    return _step(pr) if isinstance(pr, ProvenanceRecord) else None
+
+
+def attribute_name(pr: Any):
+    """The constant key of an attribute or item read (``'weight'`` of ``m.weight``), else None."""
+    step = last_read(pr)
+    return step.key if step is not None and step.known else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Where a path is rooted
+# ---------------------------------------------------------------------------------------------
+
+
+def is_jitted_function(pr: Any) -> bool:
+    """The record of the jitted function or module itself (``self``)."""
+    return isinstance(pr, ProvenanceRecord) and pr.inst is PseudoInst.INPUT_FN
+
+
+def rooted_in_arguments(pr: Any) -> bool:
+    """An argument of the call, or read from one through items and attributes (``args[0].cfg``)."""
+    return parse(pr).root in _ARGUMENT_ROOTS
+
+
+def an_argument_or_its_item(pr: Any) -> bool:
+    """The value is an argument, or an element of one (``args[1][0]``, items only: an
+    attribute of an argument is another value): ``metatrace.guards.structure`` checks the types
+    of those numbers from the call's arguments."""
+    path = parse(pr)
+    return path.root in _ARGUMENT_ROOTS and all(s.kind is Read.ITEM for s in path.steps)
+
+
+def argument_of(pr: Any) -> tuple[Root, Any] | None:
+    """``(Root.ARGS, 1)`` for ``args[1]``, ``(Root.KWARGS, 'k')`` for ``kwargs['k']`` (an argument
+    itself, as the prologue unpacks it), else None."""
+    path = parse(pr)
+    if path.root not in _ARGUMENT_ROOTS or path.base.inputs or len(path.steps) != 1:
+        return None
+    step = path.steps[0]
+    return (path.root, step.key) if step.kind is Read.ITEM and step.known else None
+
+
+def read_from_jitted_module(pr: Any) -> bool:
+    """Reached from the jitted module object (an attribute, at any depth), not from the call's arguments."""
+    path = parse(pr)
+    return path.root is Root.FUNCTION and bool(path.base.ext_flag & jit_ext.EXT_FLAG_IS_MODULE)
+
+
+# The function's own state: what is read through it is code's state, not the call's.
+_FUNCTION_STATE = frozenset({"__globals__", "__closure__", "__defaults__", "__kwdefaults__", "__code__"})
+
+
+def rooted_in_the_call(pr: Any) -> bool:
+    """Reached from the jitted function or its arguments (the user's module and what it holds),
+    through reads and computed values alike (the first input of each), not through the
+    function's globals, closure, defaults or code."""
+    for _ in range(MAX_DEPTH):
+        path = parse(pr)
+        if any(s.kind is Read.ATTR and s.key in _FUNCTION_STATE for s in path.steps):
+            return False
+        if path.root in _CALL_ROOTS:
+            return True
+        if path.base is None or not path.base.inputs:
+            return False
+        pr = path.base.inputs[0]
+    return False
+
+
+def through_module_tensors(pr: Any) -> bool:
+    """Read through a module's ``_parameters`` or ``_buffers`` (a ``None`` bias): thunder's
+    prologue unpacks those entries as tensors only."""
+    return any(s.key in ("_parameters", "_buffers") for s in parse(pr).steps if s.known)
+
+
+def reads_module_tensor(pr: Any) -> bool:
+    """``module._parameters[name]`` or ``module._buffers[name]`` itself (buffers are plain tensors:
+    only their provenance tells). Two reads, not a walk: asked of every tensor thunder proxies."""
+    step = last_read(pr)
+    if step is None or step.kind is not Read.ITEM:
+        return False
+    container = last_read(step.base)
+    return container is not None and container.kind is Read.ATTR and container.key in ("_parameters", "_buffers")
+
+
+# Marks the provenance of an installed package's or the standard library's module object
+# (``torch`` read from globals): what is read through it (``torch.int64``) is code, not state
+# (:mod:`metatrace.interpret.library_code`); through the user's own modules it is state.
+EXT_FLAG_LIBRARY_MODULE = 1 << 24
+
+
+def through_library_module(pr: Any) -> bool:
+    """Read through an installed package's or the standard library's module object."""
+    return any(s.base.ext_flag & EXT_FLAG_LIBRARY_MODULE for s in parse(pr).steps)
+
+
+def read_from_module_instance(pr: Any) -> bool:
+    """``module.attr`` (an attribute lookup on a module object)."""
+    step = last_read(pr)
+    return (step is not None and step.kind is Read.ATTR and len(pr.inputs) == 2
+            and bool(step.base.ext_flag & jit_ext.EXT_FLAG_IS_MODULE))
+
+
+def submodule_path(pr: Any) -> tuple[Any, tuple[str, ...]]:
+    """``self._modules['h']._modules['0']`` -> (``self``'s record, ('h', '0')): the record the
+    module is reached from by ``_modules`` keys, and the keys."""
+    path = parse(pr)
+    steps, names = list(path.steps), []
+    while (len(steps) >= 2 and steps[-1].kind is Read.ITEM and type(steps[-1].key) is str
+           and steps[-2].kind is Read.ATTR and steps[-2].key == "_modules"):
+        names.append(steps[-1].key)
+        steps = steps[:-2]
+    return (steps[-1].record if steps else path.base), tuple(reversed(names))
+
+
+def may_register_for_prologue(pr: ProvenanceRecord) -> bool:
+    """The top-level tests of ``jit_ext.should_register_for_prologue``, each of which makes it
+    False: a provenance with no inputs (a constant), a tensor proxy's, or one whose instruction
+    is not an input's (a value computed by the frame). A few attribute reads instead of a walk
+    of the provenance, for the ~250k values a litgpt compile wraps."""
+    if not pr.inputs or pr.ext_flag & jit_ext.EXT_FLAG_IS_TENSOR_PROXY:
+        return False
+    inst = pr.inst  # (``_value_``, not the ``value`` property: a plain attribute read)
+    return (inst._value_ if type(inst) is PseudoInst else inst.opname) in jit_ext._input_provenance_inst
+
+
+def rooted_in_prologue(pr: ProvenanceRecord) -> bool:
+    """Whether thunder's prologue can read the value again (``jit_ext.should_register_for_prologue``;
+    False where that walk raises)."""
+    try:
+        return jit_ext.should_register_for_prologue(pr)
+    except Exception:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the value again, and telling records apart
+# ---------------------------------------------------------------------------------------------
+
+
+def replay(pr: Any, *, call: tuple[tuple, dict] | None = None, fn: Any = None) -> Any:
+    """The object a provenance reads, read again from the call's arguments (``args[0]``,
+    ``kwargs['x'].weight``) or from the jitted function or module (``self.layers``), or
+    ``NotImplemented`` when it is rooted elsewhere or cannot be read again."""
+    path = parse(pr)
+    roots = {Root.ARGS: call[0] if call else NotImplemented, Root.KWARGS: call[1] if call else NotImplemented,
+             Root.FUNCTION: fn if fn is not None else NotImplemented}
+    value = roots.get(path.root, NotImplemented)
+    for step in path.steps:
+        if value is NotImplemented:
+            break
+        value = step.read(value)
+    return value
+
+
+def key(pr: ProvenanceRecord, depth: int = 0) -> Any:
+    """A hashable key equal for records that read the same value the same way (instructions and
+    constants, not the interpreter's flags); by identity past MAX_DEPTH."""
+    if depth > MAX_DEPTH:
+        return id(pr)
+    value = pr.value if pr.inst is PseudoInst.CONSTANT else None
+    try:
+        hash(value)
+    except TypeError:
+        value = id(value)
+    return (pr.inst, value, tuple(key(i, depth + 1) for i in pr.inputs))
+
+
+# ---------------------------------------------------------------------------------------------
+# Names: how the user's code reads the value
+# ---------------------------------------------------------------------------------------------
+
+_SUBMODULE_NAME = re.compile(r"[\w.]+")
+_GLOBAL_NAME = re.compile(r"\w+")
+
+
+def _shown(pr: Any) -> tuple[Root, list[Step]]:
+    """The root and reads shown for a value: an opaque call's result is shown as its last input."""
+    path, outer = parse(pr), []
+    for _ in range(MAX_DEPTH):
+        if path.root is not Root.OPAQUE or not path.base.inputs:
+            break
+        outer[:0] = path.steps
+        path = parse(path.base.inputs[-1])
+    return path.root, [*path.steps, *outer]
+
+
+def _render(pr: Any, fn: Any) -> tuple[str, bool]:
+    """(``G[0]``, ``self.h.0.attn``, ``conv.weight``, ``<value>[0]`` where the root is not the
+    function; whether every part is known)."""
+    root, steps = _shown(pr)
+    complete = root is Root.FUNCTION
+    text, state = ("self", "self") if complete else ("<value>", None)
+    free = getattr(getattr(fn, "__code__", None), "co_freevars", ())
+    i = 0
+    while i < len(steps):
+        s = steps[i]
+        k = s.key if s.known else "?"
+        complete = complete and s.known
+        attr = s.kind is Read.ATTR
+        nxt = steps[i + 1] if i + 1 < len(steps) else None
+        if state == "self" and k == "__globals__":
+            text, state = "globals()", "globals"  # fn.__globals__
+        elif state == "self" and k == "__closure__":
+            text, state = "closure", "closure"
+        elif state == "globals" and isinstance(k, str):
+            text, state = k, None  # a global: G
+        elif state == "self" and attr and k == "forward":
+            text, state = text + ".forward", "forward"  # a module's forward.__func__.__globals__
+        elif state in ("self", "forward") and attr and k == "__func__":
+            text, state = text + ".__func__", "func"
+        elif state in ("forward", "func") and attr and k == "__globals__":
+            text, state = text + ".__globals__", "module globals"
+        elif state == "module globals" and not attr and isinstance(k, str) and _GLOBAL_NAME.fullmatch(k):
+            text, state = k, None
+        elif state == "closure" and not attr and type(k) is int and k >= 0 and s.known:
+            text, state = f"{text}[{k}]", k  # a cell: closure[0]
+        elif type(state) is int and attr and k == "cell_contents":
+            text, state = (free[state] if state < len(free) else f"{text}.cell_contents"), None  # its variable
+        elif (attr and k == "_modules" and nxt is not None and nxt.kind is Read.ITEM and isinstance(nxt.key, str)
+              and _SUBMODULE_NAME.fullmatch(nxt.key)):
+            text, state, i = f"{text}.{nxt.key}", None, i + 1  # a submodule as thunder prints it: self.h.0
+        else:
+            text, state = (f"{text}.{k}" if attr else f"{text}[{k!r}]"), None
+        i += 1
+    return text, complete
+
+
+def text(pr: Any, fn: Any = None) -> str:
+    """How explain() shows the value read through ``pr``: ``G``, ``self.mode``, ``self.h.0.attn``,
+    ``conv.weight`` (``fn``, the jitted function, names its closure cells), ``self.__defaults__[0]``;
+    ``<value>`` for a root other than the function, ``?`` for a key that is not a constant."""
+    return _render(pr, fn)[0]
+
+
+def state_name(pr: Any, fn: Any = None) -> str | None:
+    """:func:`text` where every part of it is known and it is read from the function's
+    globals, closures or module (``conv.stride[0]``, ``self.k``), else None."""
+    shown, complete = _render(pr, fn)
+    return shown if complete else None
+
+
+def argument_name(pr: Any, parameters: list[str] | None = None) -> str | None:
+    """``l[1]`` (``args[1][1]`` without parameter names), ``s.start``, ``k[0]`` (``kwargs['k'][0]``)
+    for a value read from the call's arguments through constant keys, else None."""
+    path = parse(pr)
+    if path.root not in _ARGUMENT_ROOTS or not all(s.known for s in path.steps):
+        return None
+    shown = path.root.value
+    for i, s in enumerate(path.steps):
+        k = s.key
+        if i == 0 and path.root is Root.ARGS and parameters and type(k) is int and k < len(parameters):
+            shown = parameters[k]
+        elif i == 0 and path.root is Root.KWARGS and type(k) is str:
+            shown = k
+        else:
+            shown = f"{shown}[{k!r}]" if s.kind is Read.ITEM else f"{shown}.{k}"
+    return shown
+
+
+# ---------------------------------------------------------------------------------------------
+# Records metatrace builds for thunder's prologue to unpack
+# ---------------------------------------------------------------------------------------------
+
+_ROOT_INSTS = {kind: inst for inst, kind in _ROOTS.items() if kind in _CALL_ROOTS}
+
+
+def constant_record(value: Any) -> ProvenanceRecord:
+    return ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=value)
+
+
+def root_record(root: Root) -> ProvenanceRecord:
+    """The record of the jitted function (``Root.FUNCTION``) or of the call's arguments."""
+    return ProvenanceRecord(_ROOT_INSTS[root], inputs=[])
+
+
+def attribute_record(base: ProvenanceRecord, name: str, ext_flag: int = 0) -> ProvenanceRecord:
+    """``base.name`` (``ext_flag`` added to the flags the record takes from its inputs)."""
+    record = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[base, constant_record(name)])
+    record.ext_flag |= ext_flag
+    return record
+
+
+def item_record(base: ProvenanceRecord, item: Any) -> ProvenanceRecord:
+    """``base[item]``."""
+    return ProvenanceRecord(PseudoInst.BINARY_SUBSCR, inputs=[base, constant_record(item)])
+
+
+def opaque_record(inputs: list[ProvenanceRecord]) -> ProvenanceRecord:
+    """The result of an opaque call (``inputs``: the function's record, then the arguments')."""
+    return ProvenanceRecord(PseudoInst.OPAQUE, inputs=list(inputs))
