@@ -21,8 +21,8 @@ from metatrace.proxies import clang_math, float_numbers, numel, number_methods, 
 from metatrace.grad import deferred_guards, requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
-    callee_checks, collector_pacing, custom_getattribute, dropped_stores, interpreter_costs, jit, library_state, lookasides,
-    module_state, python_values, tensor_metadata, unrepeatable_calls,
+    callee_checks, collector_pacing, container_builtins, custom_getattribute, dropped_stores, interpreter_costs, jit,
+    library_state, lookasides, module_state, state_reads, tensor_metadata, unrepeatable_calls, values_as_text,
 )
 from metatrace.passes import distributed, fusion_regions, size_producers
 from metatrace.metas import inplace_casts, python_executor, torch_decompositions, torch_metas
@@ -133,7 +133,9 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         lookasides.patches,
         custom_getattribute.patches,
         library_state.patches,
-        python_values.patches,
+        container_builtins.patches,
+        values_as_text.patches,
+        state_reads.patches,
         tensor_metadata.patches,
         callee_checks.patches,
         unrepeatable_calls.patches,

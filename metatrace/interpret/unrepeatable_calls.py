@@ -37,7 +37,7 @@ from thunder.core.interpreter import WrappedValue
 from metatrace.guards.collect import interpreted_line
 from metatrace.interpret.library_code import is_library_file
 from metatrace.guards.provenance import rooted_in_prologue
-from metatrace.interpret.python_values import OWN_CODE, calling_file
+from metatrace.interpret.values_as_text import OWN_CODE, calling_file
 from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
 

@@ -16,7 +16,7 @@ While metatrace is enabled (``math.floor(-3.25)`` was -3, ``7 ** -2`` was 0):
 - ``hash(n)`` (a number in a set literal, a dict key, ``n in {...}``) pins the number to its value:
   thunder hashes a number proxy by its value, so a set or dict decided by the values of one call
   (``len({x.shape[0], n})``: 2 when they differed, never compared) and the entry served calls where
-  they are equal. (``set()`` and ``frozenset()`` calls decide by value in metatrace.interpret.python_values.)
+  they are equal. (``set()`` and ``frozenset()`` calls decide by value in metatrace.interpret.values_as_text.)
 """
 
 from __future__ import annotations
