@@ -92,15 +92,44 @@ def nonzero_symbol():
     return _symbols.get("nonzero")
 
 
-def _indices(a: TensorProxy) -> TensorProxy:
-    indices, _count = nonzero_symbol()(a)
+# id(tensor proxy) -> (a weak reference to it, its indices): ``x[m] - y[m]`` reads the indices of
+# ``m`` once, so both results have the same length symbol (two calls would have two counts, and
+# broadcasting them would ask whether they are equal). Emptied by every in-place op (thunder keeps
+# the proxy of a tensor written in place, or of its alias, until its functionalization pass).
+_SHARED: dict[int, tuple] = {}
+
+
+def _shared(a: TensorProxy, flat: bool) -> TensorProxy:
+    """The indices of ``a`` (``flat``: of ``a`` flattened, 1-d), made once per tensor proxy."""
+    key = (id(a), flat)
+    entry = _SHARED.get(key)
+    if entry is not None and entry[0]() is a:
+        return entry[1]
+    if flat:
+        indices = ltorch.squeeze(_indices(ltorch.flatten(a) if a.ndim != 1 else a), 1)
+    else:
+        indices, _count = nonzero_symbol()(a)
+    _SHARED[key] = (weakref.ref(a, lambda _, key=key: _SHARED.pop(key, None)), indices)
     return indices
+
+
+def _indices(a: TensorProxy) -> TensorProxy:
+    return _shared(a, flat=False)
+
+
+def sharing() -> bool:
+    """Some tensor's indices are shared (the in-place check is skipped otherwise)."""
+    return bool(_SHARED)
+
+
+def written_in_place() -> None:
+    """An in-place op was traced: no tensor's indices are shared past it."""
+    _SHARED.clear()
 
 
 def _flat_indices(mask: TensorProxy) -> TensorProxy:
     """The 1-d indices of the true elements of ``mask`` flattened (``mask.ndim >= 1``)."""
-    flat = ltorch.flatten(mask) if mask.ndim != 1 else mask
-    return ltorch.squeeze(_indices(flat), 1)
+    return _shared(mask, flat=True)
 
 
 def _is_tensor(x) -> bool:

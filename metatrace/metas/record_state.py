@@ -23,7 +23,7 @@ import thunder.core.prims as prims
 from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy, numberproxy
 from thunder.core.utils import resolve_constraints
 
-from metatrace.metas import concretizations
+from metatrace.metas import concretizations, unbacked
 
 @dataclass(slots=True)
 class RecordingFrame:
@@ -96,6 +96,7 @@ def record(sym, value: Number | None, *args: Any, python_type: type | None = Non
     if value is None:
         cls = IntegerProxy if python_type in (int, bool) else FloatProxy
         out = cls(value=None, constraint=resolve_constraints(*args), tags=tags)
+        unbacked.remember_op(sym.name, args, out)
     else:
         out = numberproxy(type(value), value, constraint=resolve_constraints(*args))
     bsym = sym.bind(*args, output=out)

@@ -51,6 +51,10 @@ def _operator(sym, fn: Callable, arity: int, fold: Callable | None = None) -> Ca
 
     def op(*args):
         if current_recorder() is None or not any(map(_is_symbolic, args)):
+            if any(_thunder_pyval(a) is None for a in args if _is_symbolic(a)):
+                # outside a compile: the symbol the compile recorded for it (see unbacked.recorded_op)
+                if (recorded := unbacked.recorded_op(sym.name, args)) is not None:
+                    return recorded
             return fn(*args)
         if not all(isinstance(a, (Number, NumberProxy)) and not isinstance(a, TensorProxy) for a in args):
             return fn(*args)
@@ -137,8 +141,11 @@ def _offset(a, k: int):
     if total == 0:
         return base
     if _thunder_pyval(base) is None:  # no value (read from tensor data)
-        if recorder is None:  # outside a compile (a checker re-running metas): thunder's operators
-            out = base + total if total > 0 else base - (-total)
+        if recorder is None:  # outside a compile (a checker re-running metas): the compile's symbol
+            name, k = ("add", total) if total > 0 else ("sub", -total)
+            out = unbacked.recorded_op(name, (base, k))
+            if out is None:
+                out = base + total if total > 0 else base - (-total)
         else:
             out = _record_unbacked(prims.add, base, total) if total > 0 else _record_unbacked(prims.sub, base, -total)
         out._mt_offset = (base, total, recorder)

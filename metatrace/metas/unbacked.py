@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import operator
 import sys
+import weakref
 from numbers import Number
 
 from thunder.core.proxies import IntegerProxy, NumberProxy
@@ -205,3 +206,33 @@ def converted(a: NumberProxy, dtype, /) -> NumberProxy:
 
     python_type = dtype if isinstance(dtype, type) else dtypes.dtype_to_numbertype(dtype)
     return numberproxy(python_type, None)
+
+
+# (op name, operands) -> (weak references to the proxy operands, the result) for every number op
+# recorded on a number with no value: re-running a meta outside a compile (thunder's
+# ``check_trace``) computes ``n + n`` again, and only the recorded symbol equals the output size
+# it checks against (no value tells a new symbol from it). Operands are keyed by identity.
+_OPS: dict[tuple, tuple] = {}
+
+
+def _op_key(name: str, args) -> tuple:
+    return (name, *((id(a), "p") if isinstance(a, NumberProxy) else (a, type(a).__name__) for a in args))
+
+
+def remember_op(name: str, args, out) -> None:
+    """``out`` is the recorded ``name(*args)`` (an operand has no value)."""
+    key = _op_key(name, args)
+    refs = tuple(weakref.ref(a, lambda _, key=key: _OPS.pop(key, None)) for a in args if isinstance(a, NumberProxy))
+    _OPS[key] = (refs, out)
+
+
+def recorded_op(name: str, args):
+    """The symbol recorded for ``name(*args)`` during the compile, or None."""
+    entry = _OPS.get(_op_key(name, args))
+    if entry is None:
+        return None
+    refs, out = entry
+    operands = [a for a in args if isinstance(a, NumberProxy)]
+    if len(refs) != len(operands) or any(r() is not a for r, a in zip(refs, operands)):
+        return None
+    return out

@@ -330,8 +330,11 @@ def _post_init(original):
     def post_init(bsym):
         original(bsym)
         _report_producer(bsym)
-        if bsym.sym.id == data_dependent.NAME:
+        sym = bsym.sym
+        if sym.id == data_dependent.NAME:
             data_dependent.remember(bsym)
+        elif data_dependent.sharing() and (sym.id == prims.PrimIDs.COPY_ or (sym.tags and prims.OpTags.IN_PLACE in sym.tags)):
+            data_dependent.written_in_place()
 
     return post_init
 
