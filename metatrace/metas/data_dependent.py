@@ -64,7 +64,7 @@ def remember(bsym) -> None:
         return
     a, count = bsym.args[0], bsym.output[1]
     key = id(a)
-    _BOUND[key] = (weakref.ref(a, lambda _, key=key: _BOUND.pop(key, None)), count)
+    _BOUND[key] = (weakref.ref(a, lambda _, key=key, table=_BOUND: table.pop(key, None)), count)
 
 
 def _count_bound_for(a):
@@ -109,7 +109,7 @@ def _shared(a: TensorProxy, flat: bool) -> TensorProxy:
         indices = ltorch.squeeze(_indices(ltorch.flatten(a) if a.ndim != 1 else a), 1)
     else:
         indices, _count = nonzero_symbol()(a)
-    _SHARED[key] = (weakref.ref(a, lambda _, key=key: _SHARED.pop(key, None)), indices)
+    _SHARED[key] = (weakref.ref(a, lambda _, key=key, table=_SHARED: table.pop(key, None)), indices)
     return indices
 
 

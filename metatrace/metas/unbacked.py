@@ -222,7 +222,7 @@ def _op_key(name: str, args) -> tuple:
 def remember_op(name: str, args, out) -> None:
     """``out`` is the recorded ``name(*args)`` (an operand has no value)."""
     key = _op_key(name, args)
-    refs = tuple(weakref.ref(a, lambda _, key=key: _OPS.pop(key, None)) for a in args if isinstance(a, NumberProxy))
+    refs = tuple(weakref.ref(a, lambda _, key=key, table=_OPS: table.pop(key, None)) for a in args if isinstance(a, NumberProxy))
     _OPS[key] = (refs, out)
 
 
