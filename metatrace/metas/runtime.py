@@ -118,9 +118,7 @@ globals().update({row.meta: _operator(getattr(prims, row.name), row.evaluate, ro
                   for row in number_ops.PRIM_OPS if row.meta})
 
 
-def _record_unbacked(sym, *args):
-    """``sym(*args)`` where an operand has no trace-time value: recorded with no value (an int
-    where every operand is one), an unbacked size where it is nonnegative (``metatrace.metas.unbacked``)."""
+def _record_unbacked(sym, *args):  # an operand has no value: neither has the result (metas.unbacked)
     python_type = int if all(number_ops.number_type(a) in (int, bool) for a in args) else float
     return _record(sym, None, *args, python_type=python_type, tags=unbacked.tag_of(sym.name, *args))
 
@@ -156,9 +154,7 @@ def _offset(a, k: int):
     return out
 
 
-def _offsets(a) -> bool:
-    """Chains of constant offsets fold while recording, and on a number with no value always
-    (re-running a meta outside a compile must give back the very symbol: no value tells two apart)."""
+def _offsets(a) -> bool:  # while recording; on a number with no value always (a checker's re-run)
     return current_recorder() is not None or (_is_symbolic_int(a) and _thunder_pyval(a) is None)
 
 
@@ -280,13 +276,12 @@ def truth(x) -> bool:
         return x
     if isinstance(x, SymBool):
         concretizations.relation(x.op, x.lhs, x.rhs, x.value)
-        if x.value is None:  # (the guard collector raises DataDependentError; with none listening:)
+        if x.value is None:  # (the guard collector raised DataDependentError if one listens)
             raise unbacked.undecided(x.op, x.lhs, x.rhs)
         return x.value
     if _is_symbolic(x):
-        if _thunder_pyval(x) is None:  # read from tensor data
-            concretizations.relation("ne", x, 0, None)
-            raise unbacked.undecided("ne", x, 0)
+        if _thunder_pyval(x) is None:  # read from tensor data (the collector raises first)
+            raise concretizations.relation("ne", x, 0, None) or unbacked.undecided("ne", x, 0)
         value = bool(_thunder_pyval(x))
         concretizations.relation("ne", x, 0, value)
         return value
