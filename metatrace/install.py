@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 
 from metatrace import patching, thunderfx
 from metatrace.codegen import cache
-from metatrace.proxies import clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads
+from metatrace.proxies import (
+    clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads, unbacked_shapes,
+)
 from metatrace.grad import deferred_guards, requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
@@ -25,7 +27,7 @@ from metatrace.interpret import (
     library_state, lookasides, module_state, state_reads, tensor_metadata, unrepeatable_calls, values_as_text,
 )
 from metatrace.passes import distributed, fusion_regions, size_producers
-from metatrace.metas import inplace_casts, python_executor, torch_decompositions, torch_metas
+from metatrace.metas import data_dependent, inplace_casts, python_executor, torch_decompositions, torch_metas
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
 from metatrace.codegen.loader import load
@@ -145,10 +147,12 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         numel.patches,
         shape_reads.patches,
         printing.patches,
+        unbacked_shapes.patches,
         clang_math.patches,
         # torch-level metas; the python executor's number operators and the prologue's guard operators
         torch_metas.patches,
         torch_decompositions.patches,
+        data_dependent.patches,
         inplace_casts.patches,
         python_executor.patches,
         float_numbers.patches,

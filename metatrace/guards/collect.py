@@ -44,7 +44,7 @@ class GuardFailure(MetatraceError):
 
 
 # Symbols whose number outputs are values read from tensor data: they have no trace-time value.
-_READS_TENSOR_DATA = frozenset({"item", "tolist"})
+_READS_TENSOR_DATA = frozenset({"item", "tolist", "metatrace_nonzero"})  # (metatrace.metas.data_dependent)
 
 # Frames of these files are plumbing between a concretization and the code that asked for it.
 _PLUMBING = ("/metatrace/", "/thunder/core/proxies.py", "/thunder/core/langctxs.py", "/thunder/core/symbol.py",
@@ -96,7 +96,8 @@ class DataDependentError(MetatraceError, RuntimeError):
 
     def __init__(self, guard: "Guard", value, source, where: str):
         self.guard, self.value, self.source, self.where = guard, value, source, where
-        read = f"{source.sym.name}({', '.join(getattr(a, 'name', repr(a)) for a in source.flat_args)})"
+        read = ("an op whose output has no value" if source is None
+                else f"{source.sym.name}({', '.join(getattr(a, 'name', repr(a)) for a in source.flat_args)})")
         what = guard.why.kind.value if guard.why.kind is ReasonKind.BRANCH else f"{guard.why.kind.value} ({guard.why})"
         super().__init__(
             f"{what} depends on {value.name}, which is computed from {read}: a value read from tensor data has "
@@ -166,7 +167,9 @@ class GuardCollector:
     # (metatrace.proxies.float_numbers.guard_exact_float).
     inexact_float: bool = False
 
-    def relation(self, op: str, lhs: Any, rhs: Any, value: bool) -> None:
+    def relation(self, op: str, lhs: Any, rhs: Any, value: bool | None) -> None:
+        if value is None:  # no value decides it: an operand was read from tensor data
+            self._raise_data_dependent(Guard(op, lhs, rhs, BRANCH))
         if not value and op in ORDERED:
             nan = next((side for side in (lhs, rhs) if is_nan(side)), None)
             if nan is not None:
@@ -198,11 +201,19 @@ class GuardCollector:
         key = guard.key()
         if key not in self._seen:
             where = concretization_site()
-            for side in (guard.lhs, guard.rhs):
-                if isinstance(side, NumberProxy) and (source := self.tensor_data_source(side)) is not None:
-                    raise DataDependentError(guard, side, source, where)
+            self._raise_data_dependent(guard, where)
             self._seen.add(key)
             self.guards.append(replace(guard, where=where))
+
+    def _raise_data_dependent(self, guard: Guard, where: str | None = None) -> None:
+        """Raises DataDependentError when a side of ``guard`` is computed from tensor data (or has
+        no trace-time value at all): the prologue could not check it, and no value decides it."""
+        for side in (guard.lhs, guard.rhs):
+            if not isinstance(side, NumberProxy):
+                continue
+            source = self.tensor_data_source(side)
+            if source is not None or side.value is None:
+                raise DataDependentError(guard, side, source, concretization_site() if where is None else where)
 
     def tensor_data_source(self, x: NumberProxy):
         """The bound symbol that read ``x`` (or a number it is computed from) out of tensor data

@@ -20,10 +20,10 @@ from numbers import Number
 from typing import Any
 
 import thunder.core.prims as prims
-from thunder.core.proxies import NumberProxy, numberproxy
+from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy, numberproxy
 from thunder.core.utils import resolve_constraints
 
-from metatrace.metas import concretizations
+from metatrace.metas import concretizations, unbacked
 
 @dataclass(slots=True)
 class RecordingFrame:
@@ -86,13 +86,19 @@ def bind_sizes(recorder: list, args) -> None:
             sources.bound.update(s.name for s in t._shape if isinstance(s, NumberProxy))
 
 
-def record(sym, value: Number, *args: Any) -> NumberProxy:
+def record(sym, value: Number | None, *args: Any, python_type: type | None = None, tags: set | None = None) -> NumberProxy:
     """Appends ``sym(*args)`` with output value ``value`` to the recorder's scope (binding the
-    sizes it reads first) and returns its output, a new symbolic number."""
+    sizes it reads first) and returns its output, a new symbolic number. ``value`` None: an
+    operand was read from tensor data; the output is a ``python_type`` with no value and ``tags``."""
     frame = FRAME.get()
     recorder = frame.recorder
     bind_sizes(recorder, args)
-    out = numberproxy(type(value), value, constraint=resolve_constraints(*args))
+    if value is None:
+        cls = IntegerProxy if python_type in (int, bool) else FloatProxy
+        out = cls(value=None, constraint=resolve_constraints(*args), tags=tags)
+        unbacked.remember_op(sym.name, args, out)
+    else:
+        out = numberproxy(type(value), value, constraint=resolve_constraints(*args))
     bsym = sym.bind(*args, output=out)
     recorder.append(bsym)
     frame.recorded.append(bsym)

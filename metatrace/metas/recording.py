@@ -20,7 +20,7 @@ from thunder.core.trace import get_tracectx
 from thunder.core.proxies import NumberProxy, Proxy
 from thunder.core.pytree import tree_iter
 
-from metatrace.metas import concretizations
+from metatrace.metas import concretizations, unbacked
 from metatrace.metas.proxy_edits import set_shape
 from metatrace.metas.record_state import FRAME, INTERPRETING, RecordingFrame, current_recorder, recording_frame
 
@@ -132,6 +132,9 @@ def recording_meta(rewritten: Callable, original: Callable, prim_name: str) -> C
         return result
 
     def _run(args, kwargs):
+        if prim_name == "CONVERT_ELEMENT_TYPE" and args and isinstance(args[0], NumberProxy) and args[0].value is None:
+            # a number read from tensor data (``float(n)`` of a data-dependent size): no value to convert
+            return unbacked.converted(*args, **kwargs)
         return run_recording(rewritten, args, kwargs)
 
     return langctx(Languages.PRIMS)(meta)

@@ -30,7 +30,7 @@ import thunder.core.prims as prims
 from thunder.core.proxies import NumberProxy, TensorProxy
 from thunder.core.proxies import pyval as _thunder_pyval
 
-from metatrace.metas import concretizations, number_ops
+from metatrace.metas import concretizations, number_ops, unbacked
 from metatrace.metas.record_state import current_recorder, value_propagation
 from metatrace.metas.record_state import record as _record
 
@@ -51,12 +51,19 @@ def _operator(sym, fn: Callable, arity: int, fold: Callable | None = None) -> Ca
 
     def op(*args):
         if current_recorder() is None or not any(map(_is_symbolic, args)):
+            if any(_thunder_pyval(a) is None for a in args if _is_symbolic(a)):
+                # outside a compile: the symbol the compile recorded for it (see unbacked.recorded_op)
+                if (recorded := unbacked.recorded_op(sym.name, args)) is not None:
+                    return recorded
             return fn(*args)
         if not all(isinstance(a, (Number, NumberProxy)) and not isinstance(a, TensorProxy) for a in args):
             return fn(*args)
         if fold is not None and (folded := fold(*args)) is not _MISSING:
             return folded
-        return _record(sym, fn(*map(_thunder_pyval, args)), *args)
+        values = tuple(map(_thunder_pyval, args))
+        if any(v is None for v in values):  # an operand read from tensor data: no value
+            return _record_unbacked(sym, *args)
+        return _record(sym, fn(*values), *args)
 
     op.__name__ = fn.__name__
     op.__signature__ = inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in "ab"[:arity]])
@@ -111,6 +118,11 @@ globals().update({row.meta: _operator(getattr(prims, row.name), row.evaluate, ro
                   for row in number_ops.PRIM_OPS if row.meta})
 
 
+def _record_unbacked(sym, *args):  # an operand has no value: neither has the result (metas.unbacked)
+    python_type = int if all(number_ops.number_type(a) in (int, bool) for a in args) else float
+    return _record(sym, None, *args, python_type=python_type, tags=unbacked.tag_of(sym.name, *args))
+
+
 def _is_symbolic_int(x) -> bool:
     return isinstance(x, NumberProxy) and x.python_type is int
 
@@ -126,23 +138,36 @@ def _offset(a, k: int):
     total += k
     if total == 0:
         return base
+    if _thunder_pyval(base) is None:  # no value (read from tensor data)
+        if recorder is None:  # outside a compile (a checker re-running metas): the compile's symbol
+            name, k = ("add", total) if total > 0 else ("sub", -total)
+            out = unbacked.recorded_op(name, (base, k))
+            if out is None:
+                out = base + total if total > 0 else base - (-total)
+        else:
+            out = _record_unbacked(prims.add, base, total) if total > 0 else _record_unbacked(prims.sub, base, -total)
+        out._mt_offset = (base, total, recorder)
+        return out
     value = _thunder_pyval(base) + total
     out = _record(prims.add, value, base, total) if total > 0 else _record(prims.sub, value, base, -total)
     out._mt_offset = (base, total, recorder)
     return out
 
 
+def _offsets(a) -> bool:  # while recording; on a number with no value always (a checker's re-run)
+    return current_recorder() is not None or (_is_symbolic_int(a) and _thunder_pyval(a) is None)
+
+
 def add(a, b):
-    if current_recorder() is not None:
-        if _is_symbolic_int(a) and type(b) is int:
-            return _offset(a, b)
-        if _is_symbolic_int(b) and type(a) is int:
-            return _offset(b, a)
+    if _is_symbolic_int(a) and type(b) is int and _offsets(a):
+        return _offset(a, b)
+    if _is_symbolic_int(b) and type(a) is int and _offsets(b):
+        return _offset(b, a)
     return _add(a, b)
 
 
 def sub(a, b):
-    if current_recorder() is not None and _is_symbolic_int(a) and type(b) is int:
+    if _is_symbolic_int(a) and type(b) is int and _offsets(a):
         return _offset(a, -b)
     return _sub(a, b)
 
@@ -231,7 +256,11 @@ def _comparison(name: str) -> Callable:
             return fn(a, b)  # NumberProxy == () and the like: thunder's own answer
         if a is b:
             return _REFLEXIVE[name]
-        return SymBool(name, a, b, fn(_thunder_pyval(a), _thunder_pyval(b)))
+        va, vb = _thunder_pyval(a), _thunder_pyval(b)
+        if va is None or vb is None:  # read from tensor data: decided where every value agrees
+            decided = unbacked.decide(name, a, b)
+            return SymBool(name, a, b, None) if decided is None else decided
+        return SymBool(name, a, b, fn(va, vb))
 
     compare.__name__ = name
     return compare
@@ -247,8 +276,12 @@ def truth(x) -> bool:
         return x
     if isinstance(x, SymBool):
         concretizations.relation(x.op, x.lhs, x.rhs, x.value)
+        if x.value is None:  # (the guard collector raised DataDependentError if one listens)
+            raise unbacked.undecided(x.op, x.lhs, x.rhs)
         return x.value
     if _is_symbolic(x):
+        if _thunder_pyval(x) is None:  # read from tensor data (the collector raises first)
+            raise concretizations.relation("ne", x, 0, None) or unbacked.undecided("ne", x, 0)
         value = bool(_thunder_pyval(x))
         concretizations.relation("ne", x, 0, value)
         return value

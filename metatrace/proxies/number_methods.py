@@ -37,7 +37,7 @@ from thunder.core.trace import get_tracectx
 
 import metatrace.metas.record_state as record_state
 import metatrace.metas.runtime as runtime
-from metatrace.metas import python_executor, concretizations
+from metatrace.metas import data_dependent, python_executor, concretizations, unbacked
 from metatrace.patching import Patch, attribute, item
 from metatrace.proxies import float_numbers
 
@@ -74,6 +74,8 @@ def _compare_route(name: str, self, other) -> str:
     """Which way ``self <name> other`` goes: ``""`` for thunder's operator, else metatrace's path
     (``reflexive``, ``decide``, ``exact``). Reads state only: the jit's lookaside decides it natively."""
     if isinstance(other, (int, float, NumberProxy)):
+        if unbacked.is_unbacked_size(self) or unbacked.is_unbacked_size(other):
+            return "unbacked"  # a size read from tensor data: decided where every value agrees, or an error
         # While thunder interprets (a guard collector listens) and through the passes after it
         # (the grad transform, executor passes: ``record_state.INTERPRETING``), where a re-run
         # composite repeats the decisions its first run made and guarded.
@@ -94,6 +96,9 @@ def _compare(name: str, fn, original):
         route = _compare_route(name, self, other)
         if route == "reflexive":
             return runtime._REFLEXIVE[op]  # i == i: no guard, no bound symbol
+        if route == "unbacked":
+            # (a SymBool when no value of the size decides it: its truth raises DataDependentError)
+            return runtime.truth(fn(self, other))
         if route == "decide":
             # thunder would return a bool proxy (in a meta: one with no producer); the relation
             # it decides is guarded right away and a plain bool returned.
@@ -146,12 +151,14 @@ def _arithmetic_route(fold, self, other) -> str:
         return "bool"
     if (
         fold is not None
-        and (concretizations.COLLECTOR.get() is not None or record_state.INTERPRETING.get())
+        and (concretizations.COLLECTOR.get() is not None or record_state.INTERPRETING.get()
+             or unbacked.is_unbacked(self) or unbacked.is_unbacked(other))
         and fold(self, other) is not runtime._MISSING
     ):
         # ``numel = 1; numel *= length`` in clang.reshape, ``size - size`` in grad rules (the zero
         # widths of pad's and slice's cotangents): an integer, with no prim for every later pass
-        # to re-trace (the runtime's rules: integer symbols and integer literals only)
+        # to re-trace (the runtime's rules: integer symbols and integer literals only). Also outside a
+        # compile for a number with no value (thunder's check_trace re-runs metas: ``1 * n`` must be n)
         return "fold"
     return ""
 
@@ -187,7 +194,7 @@ def _report_producer(bsym) -> None:
         return
     out = bsym.output
     if isinstance(out, NumberProxy) or (
-        isinstance(out, tuple) and out and isinstance(out[0], NumberProxy)
+        isinstance(out, tuple) and out and (isinstance(out[0], NumberProxy) or unbacked.is_unbacked_size(out[-1]))
     ):
         if bsym.sym.id != prims.PrimIDs.SHAPE:  # shape re-binds a tensor's sizes, never defines them
             concretizations.produced(bsym)
@@ -201,6 +208,8 @@ def _report_truth(self, value: bool) -> None:
 
 def _bool(original):
     def __bool__(self) -> bool:
+        if self.value is None:  # read from tensor data: the report raises DataDependentError
+            _report_truth(self, None)
         value = original(self)
         _report_truth(self, value)
         return value
@@ -219,6 +228,8 @@ def _baking_in(name: str, why: str, value_of_self: bool):
 
     def wrap(original):
         def method(self):
+            if self.value is None:  # read from tensor data: the report raises DataDependentError
+                report(self, None)
             value = original(self)
             report(self, value)
             return value
@@ -307,7 +318,7 @@ def _bool_lookaside(original):
     def bool_lookaside(wrapped_x):
         x = wrapped_x.value
         if isinstance(x, NumberProxy) and concretizations.COLLECTOR.get() is not None:
-            concretizations.relation("ne", x, 0, bool(x.value))
+            concretizations.relation("ne", x, 0, None if x.value is None else bool(x.value))
             lookaside = default_lookaside(bool) or bool
             return lookaside(wrapped_x)
         return original(wrapped_x)
@@ -319,6 +330,11 @@ def _post_init(original):
     def post_init(bsym):
         original(bsym)
         _report_producer(bsym)
+        sym = bsym.sym
+        if sym.id == data_dependent.NAME:
+            data_dependent.remember(bsym)
+        elif data_dependent.sharing() and (sym.id == prims.PrimIDs.COPY_ or (sym.tags and prims.OpTags.IN_PLACE in sym.tags)):
+            data_dependent.written_in_place()
 
     return post_init
 

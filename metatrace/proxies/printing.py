@@ -14,6 +14,8 @@ from thunder.core.proxies import FloatProxy, IntegerProxy
 from metatrace.patching import Patch, attribute
 
 def _repr(self) -> str:
+    if self.value is None:  # read from tensor data (an unbacked size): no value to show
+        return self.name
     return f"{self.name}={self.value!r}"
 
 

@@ -1,0 +1,238 @@
+"""Sizes read from tensor data ("unbacked" sizes, after torch's ShapeEnv): numbers with no
+trace-time value, and the decisions that can be made on them anyway.
+
+``torch.nonzero(x)``'s row count, the length of ``x[mask]`` or ``masked_select``'s result is
+known only when the computation runs. Such a size is an ``IntegerProxy`` whose value is None,
+made by :func:`new_size` (tagged :data:`UNBACKED_SIZE`, a tag the proxy keeps through thunder's
+``replace``): its producer is an op of the computation trace that returns it as a number output
+(``metatrace.metas.data_dependent``), so the generated Python binds it at run time.
+
+A decision on such a size has no value to read. :func:`decide` makes it when it holds for every
+value the size can take (a size is in ``[0, numel]`` of the tensor it counts): ``n >= 0`` is True,
+``n < 0`` False, and ``n == n`` is reflexive (decided before this module is asked). Numbers
+computed from unbacked sizes with ``+`` and ``*`` of nonnegative operands are nonnegative and
+tagged too (``n * 4``, a tensor's element count). torch's size-oblivious rules
+(``guard_size_oblivious``, torch/fx/experimental/symbolic_shapes.py) decide ``n == 1``
+False at the sites where the answer for ``n = 0`` or ``1`` takes the same path as
+for any other ``n`` (broadcasting two sizes that are the same symbol); here those sites are listed
+by function (:data:`_OBLIVIOUS_SITES`), and everywhere else such a decision is not made: the caller
+reports it to the guard collector, which raises ``DataDependentError`` naming the value and the op
+that read it. A decision on an unbacked size never becomes a prologue guard (the prologue cannot
+see the value).
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+import weakref
+from numbers import Number
+
+from thunder.core.proxies import IntegerProxy, NumberProxy
+
+from metatrace.metas import concretizations
+
+
+class _Tag:
+    """A proxy tag of metatrace's (thunder's tags are a set of any hashable objects)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"metatrace.{self.name}"
+
+
+# An integer with no trace-time value that is nonnegative: a size read from tensor data, or a sum
+# or product of such sizes and nonnegative constants.
+UNBACKED_SIZE = _Tag("UNBACKED_SIZE")
+
+
+class CountOf:
+    """The tag of an unbacked size that counts elements of a tensor of ``shape``: it is in
+    ``[0, prod(shape)]``, so it is 0 where a size of ``shape`` is (an empty input)."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: tuple):
+        self.shape = tuple(shape)
+
+    def __repr__(self) -> str:
+        return f"metatrace.CountOf({self.shape})"
+
+
+def new_size(counting: tuple | None = None) -> IntegerProxy:
+    """A new unbacked size: an integer proxy with no value, in ``[0, inf)``, or in
+    ``[0, prod(counting)]`` when it counts elements of a tensor of shape ``counting``."""
+    tags = {UNBACKED_SIZE} if counting is None else {UNBACKED_SIZE, CountOf(counting)}
+    return IntegerProxy(value=None, tags=tags)
+
+
+def _zero_size_of_counted(x):
+    """A size with value 0 of the tensor whose elements ``x`` counts (then ``x`` is 0), or None."""
+    for tag in x.tags:
+        if isinstance(tag, CountOf):
+            for s in tag.shape:
+                if type(s) is int and s == 0:
+                    return s
+                if isinstance(s, IntegerProxy) and s.value == 0:
+                    return s
+    return None
+
+
+def is_unbacked(x) -> bool:
+    """``x`` is a number proxy with no trace-time value (a size read from tensor data, or a value
+    read with ``item``)."""
+    return isinstance(x, NumberProxy) and x.value is None
+
+
+def is_unbacked_size(x) -> bool:
+    """``x`` is an unbacked size (nonnegative, no value)."""
+    return isinstance(x, IntegerProxy) and x.value is None and UNBACKED_SIZE in x.tags
+
+
+def _nonnegative(x) -> bool:
+    return is_unbacked_size(x) or (type(x) is int and x >= 0)
+
+
+def result_is_size(op: str, *args) -> bool:
+    """The result of number op ``op`` (``add``, ``mul``) on ``args`` is nonnegative for every
+    value of its unbacked operands: it is tagged as an unbacked size too."""
+    return op in ("add", "mul") and any(map(is_unbacked_size, args)) and all(map(_nonnegative, args))
+
+
+def tag_of(op: str, *args) -> set | None:
+    """The tags of ``op``'s result: ``{UNBACKED_SIZE}`` where :func:`result_is_size`."""
+    return {UNBACKED_SIZE} if result_is_size(op, *args) else None
+
+
+# The relation of a nonnegative n (with no value) to a constant c, for every n >= 0: True or
+# False where every n agrees, else None.
+def _versus_constant(op: str, c) -> bool | None:
+    if op == "ge":
+        return True if c <= 0 else None
+    if op == "gt":
+        return True if c < 0 else None
+    if op == "le":
+        return False if c < 0 else None
+    if op == "lt":
+        return False if c <= 0 else None
+    if op == "eq":
+        return False if c < 0 else None
+    if op == "ne":
+        return True if c < 0 else None
+    return None
+
+
+_EVALUATE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+             "ge": operator.ge}
+_SWAP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+# thunder functions where a decision on an unbacked size n is size-oblivious, as in torch
+# (``guard_size_oblivious``): the path taken for the answer given also gives eager's result for
+# the values of n it excludes, or asks a later decision on n that is not made. (file, function)
+# -> {(op, constant): the answer for ``n <op> constant``}.
+_NOT_ONE = {("eq", 1): False, ("ne", 1): True}
+_OBLIVIOUS_SITES = {
+    # ``common_shape[idx] == 1`` then ``shape[idx] == 1 or common_shape[idx] == shape[idx]``: for
+    # n != 1 the result is n only where the other size is the same n (reflexive), which is n for
+    # every n; any other size needs a decision on n that is not made
+    ("thunder/clang/utils.py", "compute_broadcast_shape"): _NOT_ONE,
+    # ``requested_length == x or x == 1 or requested_length == -1``: reached for n only when the
+    # requested length is not the same symbol; n == 1 False leaves ``requested == -1``, which keeps n
+    ("thunder/clang/utils.py", "expand_impl"): _NOT_ONE,
+    # ``if start >= length: start = stop = 0`` for a slice starting at 0 (``t[:, 0]``): for n = 0
+    # the slice that follows is ``0:n``, empty as well (any other stop asks ``stop >= n``)
+    ("thunder/clang/__init__.py", "_basic_indexing"): {("le", 0): False, ("gt", 0): True},
+}
+
+
+def _oblivious_answer(op: str, c, limit: int = 12) -> bool | None:
+    frame = sys._getframe(2)
+    while frame is not None and limit:
+        code = frame.f_code
+        for (path, name), answers in _OBLIVIOUS_SITES.items():
+            if code.co_name == name and code.co_filename.endswith(path):
+                return answers.get((op, c))
+        frame, limit = frame.f_back, limit - 1
+    return None
+
+
+def decide(op: str, a, b) -> bool | None:
+    """``a <op> b`` where an operand has no trace-time value: True or False where every value of
+    its unbacked sizes gives that answer (or a size-oblivious site decides ``n == 1``), else None
+    (not decidable: the caller reports it, and the guard collector raises DataDependentError).
+    ``op`` is one of eq, ne, lt, le, gt, ge."""
+    if a is b and isinstance(a, IntegerProxy):
+        return op in ("eq", "le", "ge")
+    if not is_unbacked_size(a):
+        if is_unbacked_size(b) and op in _SWAP:
+            return decide(_SWAP[op], b, a)
+        return None
+    if (zero := _zero_size_of_counted(a)) is not None:
+        # a counts the elements of an empty tensor: a is 0 as long as that size is (guarded)
+        vb = b.value if isinstance(b, NumberProxy) else b
+        if vb is None or isinstance(vb, bool) or not isinstance(vb, Number):
+            return None
+        answer = _EVALUATE[op](0, vb)
+        concretizations.relation("eq", zero, 0, True)
+        if isinstance(b, NumberProxy):
+            concretizations.relation(op, 0, b, answer)
+        return answer
+    if isinstance(b, bool) or not isinstance(b, Number):
+        return None
+    answer = _versus_constant(op, b)
+    if answer is None:
+        answer = _oblivious_answer(op, b)
+    return answer
+
+
+def undecided(op: str, a, b) -> RuntimeError:
+    """The error for a decision on a value with no trace-time value where no guard collector
+    listens (the collector raises its DataDependentError first, naming the op that read it)."""
+    return RuntimeError(
+        f"a decision ({a} {op} {b}) depends on a value read from tensor data, which has no trace-time value "
+        "under cache=\"symbolic values\""
+    )
+
+
+def converted(a: NumberProxy, dtype, /) -> NumberProxy:
+    """``prims.convert_element_type(a, dtype)``'s output for a number with no value: a number of
+    that type with no value (thunder's meta converts the value)."""
+    from thunder.core import dtypes
+    from thunder.core.proxies import numberproxy
+
+    python_type = dtype if isinstance(dtype, type) else dtypes.dtype_to_numbertype(dtype)
+    return numberproxy(python_type, None)
+
+
+# (op name, operands) -> (weak references to the proxy operands, the result) for every number op
+# recorded on a number with no value: re-running a meta outside a compile (thunder's
+# ``check_trace``) computes ``n + n`` again, and only the recorded symbol equals the output size
+# it checks against (no value tells a new symbol from it). Operands are keyed by identity.
+_OPS: dict[tuple, tuple] = {}
+
+
+def _op_key(name: str, args) -> tuple:
+    return (name, *((id(a), "p") if isinstance(a, NumberProxy) else (a, type(a).__name__) for a in args))
+
+
+def remember_op(name: str, args, out) -> None:
+    """``out`` is the recorded ``name(*args)`` (an operand has no value)."""
+    key = _op_key(name, args)
+    refs = tuple(weakref.ref(a, lambda _, key=key, table=_OPS: table.pop(key, None)) for a in args if isinstance(a, NumberProxy))
+    _OPS[key] = (refs, out)
+
+
+def recorded_op(name: str, args):
+    """The symbol recorded for ``name(*args)`` during the compile, or None."""
+    entry = _OPS.get(_op_key(name, args))
+    if entry is None:
+        return None
+    refs, out = entry
+    operands = [a for a in args if isinstance(a, NumberProxy)]
+    if len(refs) != len(operands) or any(r() is not a for r, a in zip(refs, operands)):
+        return None
+    return out
