@@ -63,7 +63,24 @@ def _masked_loss(x, m):
     return ((x[m] - 2 * x[m]) ** 2).sum()  # two reads of one mask: one length
 
 
+def _reshape_rows(x, m):
+    # reshape(-1, C) of an (n, C) selection: thunder checks n*C % C == 0 and computes n*C // C
+    return x[m[:, 0]].reshape(-1, x.shape[-1]) * 2
+
+
+def _flatten_selected(x, m):
+    return x[m[:, 0]].reshape(-1)
+
+
+def _linear_of_selected(x, m):
+    # linear's grad reshapes its cotangent with -1 (thunder's _linear_prim_grad)
+    return torch.nn.functional.linear(x[m[:, 0]], torch.ones(3, x.shape[-1]))
+
+
 DIFFERENTIABLE = {
+    "reshape_rows": _reshape_rows,
+    "flatten_selected": _flatten_selected,
+    "linear_of_selected": _linear_of_selected,
     "getitem": _getitem,
     "getitem_leading": _getitem_leading,
     "masked_select": _masked_select,

@@ -195,6 +195,9 @@ class GuardCollector:
         for out in bsym.flat_proxy_outs:
             self.recorded.setdefault(out.name, bsym)
 
+    def producer_of(self, name: str):
+        return self.recorded.get(name)
+
     def _add(self, guard: Guard) -> None:
         if not isinstance(guard.lhs, NumberProxy) and not isinstance(guard.rhs, NumberProxy):
             return

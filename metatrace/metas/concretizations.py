@@ -55,6 +55,8 @@ class Collector(Protocol):
 
     def produced(self, bsym: Any) -> None: ...
 
+    def producer_of(self, name: str) -> Any: ...
+
 
 COLLECTOR: ContextVar[Collector | None] = ContextVar("metatrace_guard_collector", default=None)
 
@@ -69,6 +71,12 @@ def static(x: Any, value: Any, why: "str | Reason") -> None:
     collector = COLLECTOR.get()
     if collector is not None:
         collector.static(x, value, why)
+
+
+def producer_of(x: Any) -> Any:
+    """The bound symbol the compile recorded as computing number ``x``, or None (no compile)."""
+    collector = COLLECTOR.get()
+    return None if collector is None or not hasattr(x, "name") else collector.producer_of(x.name)
 
 
 def produced(bsym: Any) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 import thunder.core.baseutils as baseutils
 import thunder.core.prims as prims
-from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.proxies import pyval as _thunder_pyval
 
 from metatrace.metas import concretizations, number_ops, unbacked
@@ -55,6 +55,8 @@ def _operator(sym, fn: Callable, arity: int, fold: Callable | None = None) -> Ca
                 # outside a compile: the symbol the compile recorded for it (see unbacked.recorded_op)
                 if (recorded := unbacked.recorded_op(sym.name, args)) is not None:
                     return recorded
+                if sym.name == "mul" and all(isinstance(a, IntegerProxy) or type(a) is int for a in args):
+                    return unbacked.product_outside_compile(*args)
             return fn(*args)
         if not all(isinstance(a, (Number, NumberProxy)) and not isinstance(a, TensorProxy) for a in args):
             return fn(*args)
@@ -107,18 +109,28 @@ def _fold_mul(a, b):
 
 
 def _fold_floordiv(a, b):
-    return a if _is_symbolic_int(a) and _int_literal(b, 1) else _MISSING
+    if _is_symbolic_int(a) and _int_literal(b, 1):
+        return a
+    folded = unbacked.fold_division("py_floordiv", a, b)  # (n * C) // C of a size read from data
+    return _MISSING if folded is None else folded
+
+
+def _fold_mod(a, b):
+    folded = unbacked.fold_division("remainder", a, b)  # (n * C) % C of a size read from data
+    return _MISSING if folded is None else folded
 
 
 # The recording operators of the number_ops rows with a ``meta`` name, as the rewritten metas call
 # them: _add, _sub (under add/sub below), mul, floordiv, mod, pow, bitand, bitor, xor, _maximum,
 # _minimum (under max_/min_), neg, abs_, ceil, floor, trunc, invert.
-_FOLDS = {"add": _fold_add, "sub": _fold_sub, "mul": _fold_mul, "py_floordiv": _fold_floordiv}
+_FOLDS = {"add": _fold_add, "sub": _fold_sub, "mul": _fold_mul, "py_floordiv": _fold_floordiv, "remainder": _fold_mod}
 globals().update({row.meta: _operator(getattr(prims, row.name), row.evaluate, row.arity, _FOLDS.get(row.name))
                   for row in number_ops.PRIM_OPS if row.meta})
 
 
 def _record_unbacked(sym, *args):  # an operand has no value: neither has the result (metas.unbacked)
+    if (folded := unbacked.fold_division(sym.name, *args)) is not None:
+        return folded
     python_type = int if all(number_ops.number_type(a) in (int, bool) for a in args) else float
     return _record(sym, None, *args, python_type=python_type, tags=unbacked.tag_of(sym.name, *args))
 
@@ -174,7 +186,7 @@ def sub(a, b):
 
 # The identity fold of each operator NumberProxy's arithmetic methods call (proxies.number_methods
 # folds ``size - size`` and ``n * 1`` there with the same rules); mul and floordiv are rows' operators.
-FOLDS = {add: _fold_add, sub: _fold_sub, mul: _fold_mul, floordiv: _fold_floordiv}  # noqa: F821
+FOLDS = {add: _fold_add, sub: _fold_sub, mul: _fold_mul, floordiv: _fold_floordiv, mod: _fold_mod}  # noqa: F821
 
 
 # Python's ``/`` on floats; prims.div's own evaluation truncates ints (see truediv).

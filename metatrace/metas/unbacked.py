@@ -143,6 +143,13 @@ _OBLIVIOUS_SITES = {
     # ``requested_length == x or x == 1 or requested_length == -1``: reached for n only when the
     # requested length is not the same symbol; n == 1 False leaves ``requested == -1``, which keeps n
     ("thunder/clang/utils.py", "expand_impl"): _NOT_ONE,
+    # the rewritten prims.broadcast_in_dim meta's check ``original_length == 1 or shape[idx] ==
+    # original_length``: for n != 1 it holds only where the target is the same n, which is valid for
+    # every n (the codegen's metas.py in the cache directory)
+    ("/metas.py", "broadcast_in_dim_meta"): _NOT_ONE,
+    # its grad rule's ``unit_dims`` (dims of length 1 are summed): the target of an unbacked n is
+    # that same n (the meta's check above), so no sum is needed for any n, 1 included
+    ("thunder/core/transforms.py", "_broadcast_in_dim_prim_grad"): _NOT_ONE,
     # ``if start >= length: start = stop = 0`` for a slice starting at 0 (``t[:, 0]``): for n = 0
     # the slice that follows is ``0:n``, empty as well (any other stop asks ``stop >= n``)
     ("thunder/clang/__init__.py", "_basic_indexing"): {("le", 0): False, ("gt", 0): True},
@@ -165,7 +172,7 @@ def decide(op: str, a, b) -> bool | None:
     its unbacked sizes gives that answer (or a size-oblivious site decides ``n == 1``), else None
     (not decidable: the caller reports it, and the guard collector raises DataDependentError).
     ``op`` is one of eq, ne, lt, le, gt, ge."""
-    if a is b and isinstance(a, IntegerProxy):
+    if (a is b and isinstance(a, IntegerProxy)) or _same_product(a, b):
         return op in ("eq", "le", "ge")
     if not is_unbacked_size(a):
         if is_unbacked_size(b) and op in _SWAP:
@@ -224,6 +231,96 @@ def remember_op(name: str, args, out) -> None:
     key = _op_key(name, args)
     refs = tuple(weakref.ref(a, lambda _, key=key, table=_OPS: table.pop(key, None)) for a in args if isinstance(a, NumberProxy))
     _OPS[key] = (refs, out)
+    out_key = id(out)
+    _PRODUCERS[out_key] = (weakref.ref(out, lambda _, key=out_key, table=_PRODUCERS: table.pop(key, None)), name,
+                           tuple(args))
+
+
+def product_outside_compile(a, b) -> IntegerProxy:
+    """``a * b`` of integers, one with no value, outside a compile (thunder's ``check_trace``
+    re-runs metas, whose element counts compare products): the compile's recorded product, else a
+    new one whose factors are remembered, so that two products of the same factors are equal."""
+    if (out := recorded_op("mul", (a, b))) is not None:
+        return out
+    out = IntegerProxy(value=None, tags=tag_of("mul", a, b))
+    remember_op("mul", (a, b), out)
+    return out
+
+
+# id(result) -> (a weak reference to it, op name, operands) of the number ops recorded on a number
+# with no value: what :func:`fold_division` reads a product's factors from.
+_PRODUCERS: dict[int, tuple] = {}
+
+
+def _factors(x, limit: int = 16) -> list:
+    """``x`` as the factors of the product chain that computed it (``[n, C]`` for ``n * C``)."""
+    if not isinstance(x, NumberProxy) or x.value is not None or not limit:
+        return [x]
+    entry = _PRODUCERS.get(id(x))
+    if entry is not None and entry[0]() is x:
+        name, args = entry[1], entry[2]
+    elif (bsym := concretizations.producer_of(x)) is not None:  # thunder's own number op (a numel)
+        name, args = bsym.sym.name, bsym.args
+    else:
+        return [x]
+    if name != "mul" or len(args) != 2:
+        return [x]
+    return _factors(args[0], limit - 1) + _factors(args[1], limit - 1)
+
+
+def _factor_key(f) -> tuple:
+    return ("proxy", id(f)) if isinstance(f, NumberProxy) else ("int", f)
+
+
+def _same_product(a, b) -> bool:
+    """``a`` and ``b`` are products of the same integer factors (``n * C`` computed twice, a
+    tensor's element count against its shape's product), one of them with no value."""
+    if not (is_unbacked(a) or is_unbacked(b)):
+        return False
+    fa, fb = _factors(a), _factors(b)
+    if len(fa) < 2 and len(fb) < 2:
+        return False
+    if not all(isinstance(f, IntegerProxy) or type(f) is int for f in fa + fb):
+        return False
+    ka = sorted((k for f in fa if (k := _factor_key(f)) != ("int", 1)), key=repr)
+    kb = sorted((k for f in fb if (k := _factor_key(f)) != ("int", 1)), key=repr)
+    return ka == kb
+
+
+def _same_nonzero(f, k) -> bool:
+    """``f`` is ``k``, a divisor known to be nonzero: the same symbol, or the same nonzero int."""
+    if isinstance(k, NumberProxy):
+        if k.value is None or k.value == 0:
+            return False
+        if f is k:
+            return True
+        # Where no guard collector listens (an executor pass or thunder's check_trace re-running a
+        # decision the compile made and guarded), two backed sizes with one value are that value.
+        return (concretizations.COLLECTOR.get() is None and isinstance(f, NumberProxy)
+                and f.value is not None and f.value == k.value)
+    return type(k) is int and k != 0 and type(f) is int and f == k
+
+
+def fold_division(name: str, a, b):
+    """``(u * k) % k`` is 0 and ``(u * k) // k`` is ``u`` for any integer u and nonzero k: the
+    element count of an ``(n, C)`` tensor divided by ``C`` (``reshape(-1, C)``: thunder checks
+    ``numel % C == 0`` and computes ``numel // C``) needs no value of ``n``. None where this does
+    not apply. A divisor with a value is nonzero for every call the entry serves: its value is
+    guarded wherever a decision read it, and a division by a symbol is recorded only after it."""
+    if name not in ("remainder", "py_floordiv"):
+        return None
+    if type(b) is int and b == 1 and isinstance(a, IntegerProxy) and a.value is None:
+        return 0 if name == "remainder" else a  # reshape(-1): the known sizes' product is 1
+    factors = _factors(a)
+    if len(factors) < 2 or not all(isinstance(f, IntegerProxy) or type(f) is int for f in factors):
+        return None
+    for i, f in enumerate(factors):
+        if _same_nonzero(f, b):
+            rest = factors[:i] + factors[i + 1:]
+            if name == "remainder":
+                return 0
+            return rest[0] if len(rest) == 1 else None
+    return None
 
 
 def recorded_op(name: str, args):

@@ -176,6 +176,12 @@ def _arithmetic_method(name: str, fn, swapped: bool, original):
             return getattr(bool_as_int(self), name)(bool_as_int(other))
         if route == "fold":
             return fold(self, other)
+        if (fn is runtime.mul and not record_state.INTERPRETING.get() and isinstance(self, IntegerProxy)
+                and (isinstance(other, IntegerProxy) or type(other) is int)
+                and (unbacked.is_unbacked(self) or unbacked.is_unbacked(other))):
+            # outside a compile (thunder's check_trace re-runs metas), a product of a size read from
+            # data whose factors are known, so element counts compare (unbacked.product_outside_compile)
+            return unbacked.product_outside_compile(*((other, self) if swapped else (self, other)))
         return original(self, other)
 
     arithmetic.__name__ = name
@@ -335,6 +341,8 @@ def _post_init(original):
             data_dependent.remember(bsym)
         elif data_dependent.sharing() and (sym.id == prims.PrimIDs.COPY_ or (sym.tags and prims.OpTags.IN_PLACE in sym.tags)):
             data_dependent.written_in_place()
+        if isinstance(out := bsym.output, NumberProxy) and out.value is None and sym.id == prims.PrimIDs.MUL:
+            unbacked.remember_op(sym.name, bsym.args, out)  # thunder's own product (a numel) of a size read from data
 
     return post_init
 
