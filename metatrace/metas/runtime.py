@@ -34,7 +34,14 @@ from metatrace.metas import concretizations, number_ops, unbacked
 from metatrace.metas.record_state import current_recorder, value_propagation
 from metatrace.metas.record_state import record as _record
 
-_MISSING = object()
+from metatrace.metas.folds import MISSING as _MISSING
+from metatrace.metas.folds import fold_add as _fold_add
+from metatrace.metas.folds import fold_floordiv as _fold_floordiv
+from metatrace.metas.folds import fold_mod as _fold_mod
+from metatrace.metas.folds import fold_mul as _fold_mul
+from metatrace.metas.folds import fold_sub as _fold_sub
+from metatrace.metas.folds import int_literal as _int_literal
+from metatrace.metas.folds import is_symbolic_int as _is_symbolic_int
 
 
 def _is_symbolic(x: Any) -> bool:
@@ -77,49 +84,6 @@ def _operator(sym, fn: Callable, arity: int, fold: Callable | None = None) -> Ca
 # recorded. One table for the rewritten metas' operators and NumberProxy's (proxies.number_methods).
 
 
-def _int_literal(x: Any, v: int) -> bool:
-    return type(x) is int and x == v  # not a bool: True + 0 is the int 1
-
-
-def _fold_add(a, b):
-    if _is_symbolic_int(a) and _int_literal(b, 0):
-        return a
-    if _is_symbolic_int(b) and _int_literal(a, 0):
-        return b
-    return _MISSING
-
-
-def _fold_sub(a, b):
-    if _is_symbolic_int(a):
-        if _int_literal(b, 0):
-            return a
-        if a is b:
-            return 0  # x - x: pad's ``(dim - 1) * 0`` interior terms and ``size - size`` widths
-    return _MISSING
-
-
-def _fold_mul(a, b):
-    for x, k in ((a, b), (b, a)):
-        if _is_symbolic_int(x) and type(k) is int:
-            if k == 1:
-                return x
-            if k == 0:
-                return 0  # no NaN among integers: pad's interior padding term
-    return _MISSING
-
-
-def _fold_floordiv(a, b):
-    if _is_symbolic_int(a) and _int_literal(b, 1):
-        return a
-    folded = unbacked.fold_division("py_floordiv", a, b)  # (n * C) // C of a size read from data
-    return _MISSING if folded is None else folded
-
-
-def _fold_mod(a, b):
-    folded = unbacked.fold_division("remainder", a, b)  # (n * C) % C of a size read from data
-    return _MISSING if folded is None else folded
-
-
 # The recording operators of the number_ops rows with a ``meta`` name, as the rewritten metas call
 # them: _add, _sub (under add/sub below), mul, floordiv, mod, pow, bitand, bitor, xor, _maximum,
 # _minimum (under max_/min_), neg, abs_, ceil, floor, trunc, invert.
@@ -133,10 +97,6 @@ def _record_unbacked(sym, *args):  # an operand has no value: neither has the re
         return folded
     python_type = int if all(number_ops.number_type(a) in (int, bool) for a in args) else float
     return _record(sym, None, *args, python_type=python_type, tags=unbacked.tag_of(sym.name, *args))
-
-
-def _is_symbolic_int(x) -> bool:
-    return isinstance(x, NumberProxy) and x.python_type is int
 
 
 def _offset(a, k: int):
