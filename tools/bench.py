@@ -49,9 +49,13 @@ values with metatrace disabled, alternated ``--litgpt-repeats`` times, medians a
     the backward (stock's under constant values are the target), and the training step on a
     cache hit at T=32 (median of 5, after the sequence). One alternation by default
     (``--torch-compile-repeats``): stock compiles inductor once per length (about a minute each).
+13. moe-train: litgpt-train's sequence on thunder's ``mixtral-like`` testing config (litgpt's
+    LLaMAMoE: top-2 of 8 experts, each expert's token count read from data): metatrace against
+    eager PyTorch, total wall time, compiles counted. Stock thunder cannot run it (``torch.where``
+    with one argument is not supported in either cache mode), so eager is the comparison.
 
 Sections: codegen, tracing, prologue, nanogpt, litgpt-compile, litgpt-train, litgpt-decode,
-litgpt-hit, lora-train, ddp-train, gpt2-train, torch-compile. ``--only litgpt`` runs the litgpt ones (a name or
+litgpt-hit, lora-train, ddp-train, gpt2-train, torch-compile, moe-train. ``--only litgpt`` runs the litgpt ones (a name or
 a prefix, comma-separated), ``--skip tracing,nanogpt`` leaves some out.
 """
 
@@ -446,6 +450,28 @@ def bench_litgpt_hit(config: str, repeats: int) -> None:
           + "  (target <= 1.10)")
 
 
+def _moe_sequence(jitted: bool) -> tuple[float, int]:
+    """mixtral-like training over TRAINING_LENGTHS, metatrace-jitted or eager: seconds, compiles."""
+    from litgpt_workloads import TRAINING_LENGTHS, build, training_input, training_step
+
+    model = build("mixtral-like")
+    inputs = [training_input(model, T) for T in TRAINING_LENGTHS]
+    with metatrace.enable():
+        fn = thunder.jit(model, cache="symbolic values") if jitted else model
+        start = time.perf_counter()
+        for idx in inputs:
+            training_step(fn, model, idx)
+        return time.perf_counter() - start, thunder.cache_misses(fn) if jitted else 0
+
+
+def bench_moe_training(repeats: int) -> None:
+    eager, ours = _alternate(_moe_sequence, repeats)
+    compiles = ours[-1][1]
+    print(_ratio_line("litgpt mixtral-like (MoE) training step over T=8,12,16,24,32,40,48,64, total",
+                      [t for t, _ in eager], [t for t, _ in ours]).replace("stock constant values", "eager")
+          + f"; metatrace compiles {compiles} (stock thunder cannot run it)")
+
+
 def bench_torch_compile(config: str, repeats: int) -> None:
     stock, ours = _alternate(lambda enable: _torch_compile_sequence(config, enable), repeats)
     print(_ratio_line(f"litgpt {config} training step over T=8,12,16,24,32,40,48,64 under torch_compile_ex, total",
@@ -459,7 +485,7 @@ def bench_torch_compile(config: str, repeats: int) -> None:
 
 
 SECTIONS = ("codegen", "tracing", "prologue", "nanogpt", "litgpt-compile", "litgpt-train", "litgpt-decode", "litgpt-hit",
-            "lora-train", "ddp-train", "gpt2-train", "torch-compile")
+            "lora-train", "ddp-train", "gpt2-train", "torch-compile", "moe-train")
 
 
 def _selected(only: str | None, skip: str | None) -> list[str]:
@@ -534,6 +560,8 @@ def main() -> None:
         bench_gpt2_training(repeats)
     if "torch-compile" in sections:
         bench_torch_compile(config, args.torch_compile_repeats)
+    if "moe-train" in sections:
+        bench_moe_training(repeats)
 
 
 if __name__ == "__main__":
