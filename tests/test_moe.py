@@ -114,3 +114,27 @@ def test_experts_with_one_or_no_token_give_eagers_result(enabled):
             torch.testing.assert_close(grads[name], expected_grads[name], **GRAD_TOLERANCE,
                                        msg=lambda m: f"T={T} {name}: {m}")
     assert thunder.cache_misses(jm) <= 2
+
+
+def test_thunders_own_mixtral_variant_passes(enabled):
+    """thunder's ``test_litgpt_variants[mixtral-like-cpu]`` (a strict xfail there: "topk and
+    where"), its body as thunder writes it: the installed litgpt's GPT with thunder's config,
+    torch executor, logits and every gradient against eager. (thunder's test module cannot be
+    collected here: its conftest imports pytest_benchmark, which the lock does not carry.)"""
+    from litgpt.model import GPT
+    from thunder.executors.torchex import ex as torchex
+    from thunder.tests.litgpt_model import Config
+
+    torch.manual_seed(0)
+    x = torch.randint(0, 200, (5, 5))
+    reference = GPT(Config.from_name(CONFIG))
+    expected_logits = reference(x)
+    expected_logits.sum().backward()
+    model = GPT(Config.from_name(CONFIG))
+    model.load_state_dict(reference.state_dict())
+    tom = thunder.jit(model, executors=[torchex], cache="symbolic values")
+    actual_logits = tom(x)
+    torch.testing.assert_close(actual_logits, expected_logits)
+    actual_logits.sum().backward()
+    for (name, p1), p2 in zip(reference.named_parameters(), model.parameters()):
+        torch.testing.assert_close(p1.grad, p2.grad, rtol=1e-2, atol=1e-2, msg=lambda m: f"{name}: {m}")
