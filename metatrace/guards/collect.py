@@ -36,6 +36,7 @@ from thunder.core.proxies import NumberProxy
 
 from metatrace.guards.record import Guard, is_leaf
 from metatrace.metas.concretizations import BRANCH, FLOAT_RANGE, Reason, ReasonKind, baked_in
+from metatrace.metas import unbacked
 from metatrace.metas.number_ops import NEGATION
 
 
@@ -170,6 +171,7 @@ class GuardCollector:
     def relation(self, op: str, lhs: Any, rhs: Any, value: bool | None) -> None:
         if value is None:  # no value decides it: an operand was read from tensor data
             self._raise_data_dependent(Guard(op, lhs, rhs, BRANCH))
+            raise unbacked.undecided(op, lhs, rhs)  # never decided, even with no data source found
         if not value and op in ORDERED:
             nan = next((side for side in (lhs, rhs) if is_nan(side)), None)
             if nan is not None:

@@ -32,7 +32,7 @@ import weakref
 import thunder.clang as clang
 import thunder.core.dtypes as dtypes
 import thunder.core.jit_ext as jit_ext
-import thunder.core.utils as utils
+from thunder.clang.utils import compute_broadcast_shape
 import thunder.torch as ltorch
 import torch
 from thunder.core.proxies import TensorProxy
@@ -192,32 +192,12 @@ def _getitem(a, key):
     return ltorch.getitem(a, key)
 
 
-def _same(a, b) -> bool:
-    return a is b or runtime.truth(runtime.eq(a, b))
-
-
-def _broadcast_shape(*shapes) -> tuple:
-    """thunder's ``compute_broadcast_shape`` with its decisions guarded as relations (at the
-    trace's top level thunder's comparisons would record ``prims.eq`` symbols); a size that is the
-    same symbol in both shapes decides nothing."""
-    out = [1] * max(len(s) for s in shapes)
-    for shape in shapes:
-        for i in range(-1, -1 - len(shape), -1):
-            s = shape[i]
-            if out[i] is s or runtime.truth(runtime.eq(s, 1)):
-                continue
-            if runtime.truth(runtime.eq(out[i], 1)):
-                out[i] = s
-                continue
-            utils.check(_same(out[i], s), lambda: f"Attempting to broadcast a dimension of length {s}!")
-    return tuple(out)
-
-
 def _masked_select(input, mask, *, out=None):
     if out is not None or not (_is_tensor(input) and _is_tensor(mask)) or mask.dtype is not dtypes.bool8:
         return ltorch.masked_select(input, mask) if out is None else ltorch.masked_select(input, mask, out=out)
-    # (thunder's broadcast_tensors is auto-registered: its fake-tensor meta pins every size)
-    shape = _broadcast_shape(input.shape, mask.shape)
+    # (thunder's broadcast_tensors is auto-registered: its fake-tensor meta pins every size; its
+    # clang shape rule decides with guarded relations, ``n == 1`` size-obliviously)
+    shape = tuple(compute_broadcast_shape(input.shape, mask.shape))
     input, mask = (t if tuple(t.shape) == shape else ltorch.expand(t, shape) for t in (input, mask))
     if input.ndim == 0:
         input, mask = ltorch.reshape(input, (1,)), ltorch.reshape(mask, (1,))

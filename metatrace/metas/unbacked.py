@@ -23,6 +23,7 @@ see the value).
 
 from __future__ import annotations
 
+import math
 import operator
 import sys
 import weakref
@@ -108,22 +109,14 @@ def tag_of(op: str, *args) -> set | None:
     return {UNBACKED_SIZE} if result_is_size(op, *args) else None
 
 
-# The relation of a nonnegative n (with no value) to a constant c, for every n >= 0: True or
-# False where every n agrees, else None.
 def _versus_constant(op: str, c) -> bool | None:
-    if op == "ge":
-        return True if c <= 0 else None
-    if op == "gt":
-        return True if c < 0 else None
-    if op == "le":
-        return False if c < 0 else None
-    if op == "lt":
-        return False if c <= 0 else None
-    if op == "eq":
-        return False if c < 0 else None
-    if op == "ne":
-        return True if c < 0 else None
-    return None
+    """``n <op> c`` for a nonnegative n with no value: True or False where every n >= 0 agrees,
+    else None. An ordered relation is monotone in n, so n = 0 and n -> infinity bound it;
+    ``==``/``!=`` are decided only for a c no n reaches (c < 0)."""
+    if op in ("eq", "ne"):
+        return (op == "ne") if c < 0 else None
+    at_zero, at_infinity = _EVALUATE[op](0, c), _EVALUATE[op](math.inf, c)
+    return at_zero if at_zero == at_infinity else None
 
 
 _EVALUATE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
