@@ -356,3 +356,16 @@ def test_keyword_order_is_explained(enabled):
     jf = thunder.jit(_weighted_by_position, cache="symbolic values")
     jf(torch.randn(3), b=torch.randn(3), a=torch.randn(3))
     assert "keyword arguments in the order b, a" in metatrace.explain(jf)[0].guards
+
+
+def test_shapes_of_different_lengths_differ_without_a_guard_on_their_sizes(enabled):
+    # broadcasting (n,) against (4, n) asks same_shape; Python's tuple == compared n with 4 first,
+    # so the entry guarded n != x.shape[0] and n == 4 recompiled
+    def scaled_prefix(x, w, n):
+        return x[:, :n] * w[:n]
+
+    jf = thunder.jit(scaled_prefix, cache="symbolic values")
+    x, w = torch.randn(4, 6), torch.randn(6)
+    for n in (2, 3, 4):
+        torch.testing.assert_close(jf(x, w, n), scaled_prefix(x, w, n))
+    assert thunder.cache_misses(jf) == 1

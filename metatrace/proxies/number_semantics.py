@@ -17,6 +17,9 @@ While metatrace is enabled (``math.floor(-3.25)`` was -3, ``7 ** -2`` was 0):
   thunder hashes a number proxy by its value, so a set or dict decided by the values of one call
   (``len({x.shape[0], n})``: 2 when they differed, never compared) and the entry served calls where
   they are equal. (``set()`` and ``frozenset()`` calls decide by value in metatrace.interpret.values_as_text.)
+- ``utils.same_shape`` of shapes of different lengths is False without comparing sizes: Python's
+  tuple ``==`` compares elements first, so ``maybe_broadcast``'s ``(n,)`` against ``(4, n)`` guarded
+  ``n != 4`` and a call with ``n == 4`` recompiled for nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 import thunder.clang as clang
 import thunder.core.jit_ext as jit_ext
 import thunder.core.prims as prims
+import thunder.core.utils as thunder_utils
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
 from metatrace.metas import concretizations, python_executor
@@ -297,8 +301,19 @@ def _hash(original):
     return __hash__
 
 
+def _same_shape(original):
+    @functools.wraps(original)
+    def same_shape(a, b, /) -> bool:
+        a, b = tuple(a), tuple(b)
+        return len(a) == len(b) and original(a, b)
+
+    return same_shape
+
+
 def patches() -> list[Patch]:
-    rows = [attribute(NumberProxy, "__hash__", _hash, "hash() of a symbolic number pins it to its value", wrap=True)]
+    rows = [attribute(NumberProxy, "__hash__", _hash, "hash() of a symbolic number pins it to its value", wrap=True),
+            attribute(thunder_utils, "same_shape", _same_shape,
+                      "shapes of different lengths differ with no decision on a size", wrap=True)]
     for name, make in _METHODS.items():
         method = make(name, NumberProxy.__dict__[name])
         rows += proxy_method(NumberProxy, name, method,
