@@ -36,7 +36,7 @@ from thunder.core.proxies import NumberProxy
 
 from metatrace.guards.record import Guard, is_leaf
 from metatrace.metas.concretizations import BRANCH, FLOAT_RANGE, Reason, ReasonKind, baked_in
-from metatrace.metas import unbacked
+from metatrace.metas import data_dependent_ops, unbacked
 from metatrace.metas.number_ops import NEGATION
 
 
@@ -45,7 +45,7 @@ class GuardFailure(MetatraceError):
 
 
 # Symbols whose number outputs are values read from tensor data: they have no trace-time value.
-_READS_TENSOR_DATA = frozenset({"item", "tolist", "metatrace_nonzero"})  # (metatrace.metas.data_dependent)
+_READS_TENSOR_DATA = frozenset({"item", "tolist"}) | data_dependent_ops.NAMES
 
 # Frames of these files are plumbing between a concretization and the code that asked for it.
 _PLUMBING = ("/metatrace/", "/thunder/core/proxies.py", "/thunder/core/langctxs.py", "/thunder/core/symbol.py",

@@ -36,60 +36,13 @@ from thunder.clang.utils import compute_broadcast_shape
 import thunder.torch as ltorch
 import torch
 from thunder.core.proxies import TensorProxy
-from thunder.core.transforms import nondifferentiable_vjp_symbols
 
-from metatrace.metas import record_state, runtime, unbacked
-from metatrace.patching import Patch, item, member
+from metatrace.metas import data_dependent_ops, runtime, unbacked
+from metatrace.patching import Patch, item
 
-NAME = "metatrace_nonzero"
-
-
-def _nonzero_meta(a: TensorProxy, /):
-    count = _count_bound_for(a) if not record_state.INTERPRETING.get() else None
-    if count is None:
-        count = unbacked.new_size(counting=a.shape)
-    indices = TensorProxy(like=a, shape=(count, a.ndim), dtype=dtypes.int64, requires_grad=False)
-    return indices, count
-
-
-# id(input tensor proxy) -> (a weak reference to it, the count a bound symbol of the operator
-# outputs for it): every such bound symbol is remembered as it is made (BoundSymbol.__post_init__,
-# metatrace.proxies.number_methods), including the copies executor passes make with renamed inputs.
-_BOUND: dict[int, tuple] = {}
-
-
-def remember(bsym) -> None:
-    """Called for every bound symbol made: remembers an operator's count for its input."""
-    if bsym.sym.id != NAME or not bsym.args or not isinstance(bsym.output, tuple) or len(bsym.output) != 2:
-        return
-    a, count = bsym.args[0], bsym.output[1]
-    key = id(a)
-    _BOUND[key] = (weakref.ref(a, lambda _, key=key, table=_BOUND: table.pop(key, None)), count)
-
-
-def _count_bound_for(a):
-    """Outside a compile (thunder's ``check_trace`` runs every bound symbol's meta again and
-    compares the output shapes), the count the bound symbol being re-run outputs for this very
-    input proxy: a size read from tensor data has no value to recompute, only its symbol. During
-    a compile every call makes a new count (a proxy written to in place between two reads is
-    still the same proxy there)."""
-    entry = _BOUND.get(id(a))
-    if entry is None or entry[0]() is not a:
-        return None
-    return entry[1]
-
-
-def _nonzero_impl(a: torch.Tensor, /):
-    indices = torch.nonzero(a)
-    return indices, indices.shape[0]
-
-
-_symbols: dict = {}
-
-
-def nonzero_symbol():
-    """The registered operator (a Symbol), or None while metatrace is disabled."""
-    return _symbols.get("nonzero")
+def _nonzero_op(a: TensorProxy):
+    """``(indices, count)`` of ``a`` (``metatrace_nonzero``)."""
+    return data_dependent_ops.call("metatrace_nonzero", a)
 
 
 # id(tensor proxy) -> (a weak reference to it, its indices): ``x[m] - y[m]`` reads the indices of
@@ -108,7 +61,7 @@ def _shared(a: TensorProxy, flat: bool) -> TensorProxy:
     if flat:
         indices = ltorch.squeeze(_indices(ltorch.flatten(a) if a.ndim != 1 else a), 1)
     else:
-        indices, _count = nonzero_symbol()(a)
+        indices, _count = _nonzero_op(a)
     _SHARED[key] = (weakref.ref(a, lambda _, key=key, table=_SHARED: table.pop(key, None)), indices)
     return indices
 
@@ -189,7 +142,182 @@ def _getitem(a, key):
         key = key[0] if _is_tensor(key[0]) else key
     if _is_tensor(key) and key.dtype is dtypes.bool8 and _is_mask_of(a, key):
         return _select_by_mask(a, key)
+    if _is_tensor(a) and (data_slices := _slices_read_from_data(a, key)) is not None:
+        return _getitem_with_data_slices(a, key, data_slices)
     return ltorch.getitem(a, key)
+
+
+# --- slices, narrow and topk with a bound read from tensor data (``x[:n.item()]``) ---
+#
+# Each keeps the elements of one dimension where a mask over that dimension's positions holds
+# (``arange(L) < n``): the mask's true positions are the result's (unbacked) length, so no
+# decision on ``n`` is asked, and the gradient is index_select's. Where eager raises for a bound
+# out of range (``narrow``, ``topk``), ``metatrace_check`` raises the same at run time.
+
+
+def _valueless(x) -> bool:
+    return unbacked.is_unbacked(x)
+
+
+def _is_data_slice(k) -> bool:
+    return isinstance(k, slice) and (_valueless(k.start) or _valueless(k.stop)) and not _valueless(k.step)
+
+
+def _slices_read_from_data(a: TensorProxy, key) -> dict | None:
+    """{position in the key: output dimension} of the key's slices with a bound read from tensor
+    data, or None where there is none (or the key has tensor indices: thunder's path)."""
+    elements = key if isinstance(key, tuple) else (key,)
+    if not any(map(_is_data_slice, elements)) or any(_is_tensor(k) or isinstance(k, (bool, list)) for k in elements):
+        return None
+    consuming = sum(1 for k in elements if k is not None and k is not Ellipsis)
+    positions, out_dim = {}, 0
+    for i, k in enumerate(elements):
+        if k is Ellipsis:
+            out_dim += a.ndim - consuming
+        elif k is None:
+            out_dim += 1
+        elif isinstance(k, slice):
+            if _is_data_slice(k):
+                positions[i] = out_dim
+            out_dim += 1
+    return positions
+
+
+def _getitem_with_data_slices(a: TensorProxy, key, positions: dict) -> TensorProxy:
+    elements = key if isinstance(key, tuple) else (key,)
+    static = tuple(slice(None) if i in positions else k for i, k in enumerate(elements))
+    whole = all(isinstance(k, slice) and k.start is None and k.stop is None and k.step is None for k in static)
+    y = a if whole else ltorch.getitem(a, static)
+    for i, dim in positions.items():
+        y = _slice_dim(y, dim, elements[i])
+    return y
+
+
+def _as_tensor(n, like: TensorProxy) -> TensorProxy:
+    return ltorch.full((), n, dtype=dtypes.int64, device=like.device)
+
+
+def _normalized(n, length, like: TensorProxy):
+    """A bound ``n`` of a dimension of ``length``, negative ones counted from the end: a 0-d
+    tensor where ``n`` was read from data (no decision on it), else ``n`` itself."""
+    if not _valueless(n):
+        return n if n >= 0 else n + length  # (a decision on a size with a value is guarded)
+    t = _as_tensor(n, like)
+    return ltorch.where(ltorch.lt(t, 0), ltorch.add(t, length), t)
+
+
+def _positions(y: TensorProxy, dim: int) -> TensorProxy:
+    """``0, 1, ..., L - 1`` for dimension ``dim`` of length L, as a cumulative sum of ones:
+    thunder's ``arange`` asks ``L == 0``, and its iota meta gives ``arange(0)`` shape ``()``
+    where torch's is ``(0,)``."""
+    ones = ltorch.ones((y.shape[dim],), dtype=dtypes.int64, device=y.device)
+    return ltorch.sub(ltorch.cumsum(ones, 0), 1)
+
+
+def _select_positions(y: TensorProxy, dim: int, mask: TensorProxy) -> TensorProxy:
+    return ltorch.index_select(y, dim, _flat_indices(mask))
+
+
+def _slice_dim(y: TensorProxy, dim: int, key: slice) -> TensorProxy:
+    length = y.shape[dim]
+    step = 1 if key.step is None else key.step
+    if step <= 0:
+        raise ValueError("step must be greater than zero")
+    start = 0 if key.start is None else _normalized(key.start, length, y)
+    stop = length if key.stop is None else _normalized(key.stop, length, y)
+    positions = _positions(y, dim)
+    mask = ltorch.logical_and(ltorch.ge(positions, start), ltorch.lt(positions, stop))
+    if step != 1:
+        first = ltorch.clamp(start, min=0) if _is_tensor(start) else max(start, 0)
+        mask = ltorch.logical_and(mask, ltorch.eq(ltorch.remainder(ltorch.sub(positions, first), step), 0))
+    return _select_positions(y, dim, mask)
+
+
+def _checked(mask: TensorProxy, ok: TensorProxy, message: str) -> TensorProxy:
+    return data_dependent_ops.call("metatrace_check", mask, ok, message)
+
+
+def _narrow(input, dim, start, length):
+    if not _is_tensor(input) or not (_valueless(start) or _valueless(length)):
+        return ltorch.narrow(input, dim, start, length)
+    dim = dim if dim >= 0 else dim + input.ndim
+    size = input.shape[dim]
+    start = _normalized(start, size, input)
+    start_t = start if _is_tensor(start) else _as_tensor(start, input)
+    length_t = length if _is_tensor(length) else _as_tensor(length, input)
+    stop_t = ltorch.add(start_t, length_t)
+    positions = _positions(input, dim)
+    mask = ltorch.logical_and(ltorch.ge(positions, start_t), ltorch.lt(positions, stop_t))
+    ok = ltorch.logical_and(
+        ltorch.logical_and(ltorch.ge(start_t, 0), ltorch.ge(length_t, 0)), ltorch.le(stop_t, size)
+    )
+    message = f"narrow(): start + length exceeds the size of dimension {dim}, or start or length is out of range"
+    return _select_positions(input, dim, _checked(mask, ok, message))
+
+
+def _topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
+    if out is not None or not _is_tensor(input) or not _valueless(k):
+        kwargs = {} if out is None else {"out": out}
+        return torch.return_types.topk(ltorch.topk(input, k, dim, largest, sorted, **kwargs))
+    dim = dim if dim >= 0 else dim + max(input.ndim, 1)
+    size = input.shape[dim]
+    values, indices = ltorch.topk(input, size, dim, largest, True)
+    k_t = _as_tensor(k, input)
+    mask = ltorch.lt(_positions(input, dim), k_t)
+    ok = ltorch.logical_and(ltorch.ge(k_t, 0), ltorch.le(k_t, size))
+    mask = _checked(mask, ok, f"topk(): selected index k out of range of dimension {dim}")
+    # (torch's named pair: ``.values``, ``.indices``; thunder's own topk returns a plain tuple)
+    return torch.return_types.topk((_select_positions(values, dim, mask), _select_positions(indices, dim, mask)))
+
+
+# --- repeat_interleave with tensor repeats, bincount, unique: metatrace.metas.data_dependent_ops ---
+
+
+def _repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    if repeats is None and _is_tensor(input):  # torch.repeat_interleave(repeats)
+        indices, _total = data_dependent_ops.call("metatrace_repeat_indices", input)
+        return indices
+    if not (_is_tensor(input) and _is_tensor(repeats)):
+        return ltorch.repeat_interleave(input, repeats, dim, output_size=output_size) if output_size is not None \
+            else ltorch.repeat_interleave(input, repeats, dim)
+    if dim is None:
+        input, dim = ltorch.flatten(input), 0
+    dim = dim if dim >= 0 else dim + input.ndim
+    size = input.shape[dim]
+    if repeats.ndim > 1:
+        raise RuntimeError("repeat_interleave: repeats must be 0-dim or 1-dim tensor")
+    if repeats.ndim == 0 or runtime.truth(runtime.eq(repeats.shape[0], 1)):
+        repeats = ltorch.expand(ltorch.reshape(repeats, (1,)), (size,))
+    elif not runtime.truth(runtime.eq(repeats.shape[0], size)):
+        raise RuntimeError("repeats must have the same size as input along dim")
+    indices, _total = data_dependent_ops.call("metatrace_repeat_indices", repeats)
+    return ltorch.index_select(input, dim, indices)
+
+
+def _bincount(input, weights=None, minlength=0):
+    if not _is_tensor(input):
+        return ltorch.bincount(input, weights, minlength)
+    counts, _length = data_dependent_ops.call("metatrace_bincount", input, weights, minlength)
+    return counts
+
+
+def _unique_results(input, sorted, consecutive, return_inverse, return_counts):
+    values, inverse, counts, _count = data_dependent_ops.call("metatrace_unique", input, sorted, consecutive)
+    results = (values,) + ((inverse,) if return_inverse else ()) + ((counts,) if return_counts else ())
+    return results[0] if len(results) == 1 else results
+
+
+def _unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    if not _is_tensor(input) or dim is not None:
+        raise NotImplementedError("torch.unique with dim= is not supported under metatrace (a size read from data)")
+    return _unique_results(input, sorted, False, return_inverse, return_counts)
+
+
+def _unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    if not _is_tensor(input) or dim is not None:
+        raise NotImplementedError(
+            "torch.unique_consecutive with dim= is not supported under metatrace (a size read from data)")
+    return _unique_results(input, True, True, return_inverse, return_counts)
 
 
 def _masked_select(input, mask, *, out=None):
@@ -210,34 +338,24 @@ def _lookaside(fn):
     )
 
 
-def _operator(previous):
-    from thunder.executors.torchex import ex
-
-    assert previous is None, f"{NAME} is already registered on the torch executor"
-    # register_operator stores the new symbol in ex.opmap itself; the row stores the same object
-    return ex.register_operator(NAME, meta=_nonzero_meta, fn=_nonzero_impl)
-
-
 def patches() -> list[Patch]:
-    from thunder.executors.torchex import ex
-
     why = "ops with a size read from tensor data (an unbacked size)"
     general = "thunder.core.jit_ext._general_jit_lookaside_map"
     methods_module = importlib.import_module("thunder.torch.langctx")
     methods = "thunder.torch.langctx._method_name_to_fn_map"
-    rows = [
-        item(ex.opmap, NAME, _operator, why, wrap=True, label="executor torch.opmap"),
-        item(_symbols, "nonzero", lambda _: ex.opmap[NAME], "(nonzero_symbol finds it)", wrap=True,
-             label="metatrace.metas.data_dependent"),
-        member(nondifferentiable_vjp_symbols, NAME, "integer indices carry no gradient",
-               label="thunder.core.transforms.nondifferentiable_vjp_symbols"),
-    ]
+    rows = []
     table = (
         (torch.nonzero, torch.Tensor.nonzero, "nonzero", _nonzero),
         (torch.argwhere, torch.Tensor.argwhere, "argwhere", _argwhere),
         (torch.where, None, None, _where),  # (Tensor.where(cond, y) always has three operands)
         (torch.masked_select, torch.Tensor.masked_select, "masked_select", _masked_select),
         (None, torch.Tensor.__getitem__, "getitem", _getitem),
+        (torch.narrow, torch.Tensor.narrow, "narrow", _narrow),
+        (torch.topk, torch.Tensor.topk, "topk", _topk),
+        (torch.repeat_interleave, torch.Tensor.repeat_interleave, "repeat_interleave", _repeat_interleave),
+        (torch.bincount, torch.Tensor.bincount, "bincount", _bincount),
+        (torch.unique, torch.Tensor.unique, "unique", _unique),
+        (torch.unique_consecutive, torch.Tensor.unique_consecutive, "unique_consecutive", _unique_consecutive),
     )
     for function, method, method_name, decomposition in table:
         for fn in (function, method, decomposition):

@@ -59,7 +59,10 @@ def _operator(sym, fn: Callable, arity: int, fold: Callable | None = None) -> Ca
     def op(*args):
         if current_recorder() is None or not any(map(_is_symbolic, args)):
             if any(_thunder_pyval(a) is None for a in args if _is_symbolic(a)):
-                # outside a compile: the symbol the compile recorded for it (see unbacked.recorded_op)
+                # outside a compile (thunder's check_trace re-running metas): the identity the
+                # compile folded (``n + 0`` is n), or the symbol it recorded (unbacked.recorded_op)
+                if fold is not None and (folded := fold(*args)) is not _MISSING:
+                    return folded
                 if (recorded := unbacked.recorded_op(sym.name, args)) is not None:
                     return recorded
                 if sym.name == "mul" and all(isinstance(a, IntegerProxy) or type(a) is int for a in args):

@@ -14,6 +14,7 @@ While metatrace is enabled:
   ``multi_dot: thunder chooses the multiplication order from the sizes``) and it runs on views
   of them with those static sizes: one entry per shape, never an error.
 - ``torch.set_grad_enabled(flag)``: a symbolic flag is baked in.
+- ``x.detach()``: a tensor like ``x`` (thunder registers it automatically, pinning every size).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from typing import Any
 
 import thunder.core.prims as prims
 import thunder.torch as ltorch
+import torch
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.pytree import tree_flatten, tree_unflatten
 from thunder.core.trace import get_tracectx
+from thunder.core.transforms import nondifferentiable_vjp_symbols
 
 from metatrace.metas import concretizations, python_executor
-from metatrace.patching import SYMBOL_METAS, Patch, attribute
+from metatrace.patching import SYMBOL_METAS, Patch, attribute, member
 
 
 def tracing() -> bool:
@@ -162,9 +165,41 @@ def _set_grad_enabled_meta(original):
     return meta
 
 
+def _detach_meta(original):
+    """``torch.detach`` / ``Tensor.detach`` (registered automatically: torch's meta on a fake
+    tensor of the sizes' values, each guarded by equality): a tensor like its input, without
+    grad, its sizes the input's symbols."""
+
+    @functools.wraps(original)
+    def meta(a, *args, **kwargs):
+        if isinstance(a, TensorProxy) and not args and not kwargs:
+            return TensorProxy(like=a, requires_grad=False)
+        return original(a, *args, **kwargs)
+
+    return meta
+
+
+def _auto_registered(*torch_fns):
+    """thunder's symbols for ``torch_fns`` (registered automatically), each once."""
+    seen = {}
+    for fn in torch_fns:
+        sym = ltorch._torch_to_thunder_function_map.get(fn)
+        if sym is not None:
+            seen[id(sym)] = sym
+    return list(seen.values())
+
+
 def patches() -> list[Patch]:
-    why = "ltorch tensor/randint/arange/numel/multi_dot/set_grad_enabled metas accept symbols"
-    return [
+    why = "ltorch tensor/randint/arange/numel/multi_dot/set_grad_enabled/detach metas accept symbols"
+    detach_syms = _auto_registered(torch.detach, torch.Tensor.detach)
+    detach = [(sym, _detach_meta) for sym in detach_syms]
+    # its automatic grad rule runs torch's on fake tensors of the sizes' values: detach has none
+    no_grad = [
+        member(nondifferentiable_vjp_symbols, sym.id, "detach carries no gradient",
+               label="thunder.core.transforms.nondifferentiable_vjp_symbols")
+        for sym in detach_syms
+    ]
+    return no_grad + [
         attribute(sym, "meta", wrap, why, wrap=True, label=SYMBOL_METAS)
         for sym, wrap in (
             (ltorch.tensor, _tensor_meta),
@@ -173,5 +208,6 @@ def patches() -> list[Patch]:
             (ltorch.numel, _numel_meta),
             (ltorch.multi_dot, _multi_dot_meta),
             (ltorch._set_grad_enabled_with_warning, _set_grad_enabled_meta),
+            *detach,
         )
     ]

@@ -52,8 +52,9 @@ UNBACKED_SIZE = _Tag("UNBACKED_SIZE")
 
 
 class CountOf:
-    """The tag of an unbacked size that counts elements of a tensor of ``shape``: it is in
-    ``[0, prod(shape)]``, so it is 0 where a size of ``shape`` is (an empty input)."""
+    """The tag of an unbacked size that counts elements of a tensor of ``shape``, or sums
+    nonnegative elements of one (``repeat_interleave``'s total): it is 0 where a size of ``shape``
+    is (an empty input)."""
 
     __slots__ = ("shape",)
 
@@ -65,8 +66,8 @@ class CountOf:
 
 
 def new_size(counting: tuple | None = None) -> IntegerProxy:
-    """A new unbacked size: an integer proxy with no value, in ``[0, inf)``, or in
-    ``[0, prod(counting)]`` when it counts elements of a tensor of shape ``counting``."""
+    """A new unbacked size: an integer proxy with no value, in ``[0, inf)``, and 0 where a size of
+    ``counting`` is 0 when it counts (or sums) elements of a tensor of that shape."""
     tags = {UNBACKED_SIZE} if counting is None else {UNBACKED_SIZE, CountOf(counting)}
     return IntegerProxy(value=None, tags=tags)
 

@@ -37,7 +37,7 @@ from thunder.core.trace import get_tracectx
 
 import metatrace.metas.record_state as record_state
 import metatrace.metas.runtime as runtime
-from metatrace.metas import data_dependent, python_executor, concretizations, unbacked
+from metatrace.metas import data_dependent, data_dependent_ops, python_executor, concretizations, unbacked
 from metatrace.patching import Patch, attribute, item
 from metatrace.proxies import float_numbers
 
@@ -337,8 +337,8 @@ def _post_init(original):
         original(bsym)
         _report_producer(bsym)
         sym = bsym.sym
-        if sym.id == data_dependent.NAME:
-            data_dependent.remember(bsym)
+        if sym.id in data_dependent_ops.NAMES:
+            data_dependent_ops.remember(bsym)
         elif data_dependent.sharing() and (sym.id == prims.PrimIDs.COPY_ or (sym.tags and prims.OpTags.IN_PLACE in sym.tags)):
             data_dependent.written_in_place()
         if isinstance(out := bsym.output, NumberProxy) and out.value is None and sym.id == prims.PrimIDs.MUL:
