@@ -365,19 +365,47 @@ def _double_masked(x, m):
     return y
 
 
-def test_assigning_a_tensor_through_a_mask_serves_every_mask_and_shape(enabled):
-    jf = thunder.jit(_double_masked, cache="symbolic values")
-    generator = torch.Generator().manual_seed(4)
-    for shape in SHAPES:
-        for m in _masks(shape, generator):
-            x = torch.randn(shape, generator=generator)
-            torch.testing.assert_close(jf(x, m), _double_masked(x, m))
+def _assign_sine_of_other_read(x, m):
+    y = x * 1
+    y[m] = torch.sin(x[m])  # the value read through the mask from another tensor
+    return y.sum(0) * x
+
+
+ASSIGNMENTS = {"double_masked": _double_masked, "assign_sine_of_other_read": _assign_sine_of_other_read}
+
+
+@pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
+def test_assigning_a_tensor_through_a_mask_serves_every_mask_and_shape(enabled, name):
+    # the gradient of ``y[m] = v`` reads ``g[m]`` again: its count and v's are one op's on one mask
+    jf = _run(ASSIGNMENTS[name], SHAPES, seed=4)
     assert thunder.cache_misses(jf) == 1
 
 
-def test_the_gradient_of_assigning_a_tensor_through_a_mask_raises_the_data_dependent_error(enabled):
-    # setitem's grad rule compares the value's shape with the selection's: not supported yet, and
-    # said so, never decided
-    jf = thunder.jit(_double_masked, cache="symbolic values")
+@pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
+def test_assigning_a_tensor_through_a_mask_passes_both_checkers(enabled, name):
+    jf = _run(ASSIGNMENTS[name], SHAPES[:1], seed=4)
+    for trace in (thunder.last_traces(jf)[-1], thunder.last_backward_traces(jf)[-1]):
+        metatrace.check_trace(trace)
+
+
+def _assign_through_another_mask(x, m):
+    y = x.clone()
+    v = y[m] * 2
+    m = m.logical_not()  # another mask: eager raises unless both have one count
+    y[m] = v
+    return y
+
+
+def test_assigning_through_a_mask_of_another_count_is_not_decided(enabled):
+    jf = thunder.jit(_assign_through_another_mask, cache="symbolic values")
     with pytest.raises(DataDependentError):
         jf(torch.randn(3, 4, requires_grad=True), torch.rand(3, 4) > 0.5)
+
+
+def test_assigning_through_a_mask_of_another_count_raises_without_grad(enabled):
+    # no gradient, no decision: torch's index_put raises at run time, as in eager
+    jf = thunder.jit(_assign_through_another_mask, cache="symbolic values")
+    m = torch.tensor([[True, True, False, False]])
+    with pytest.raises(RuntimeError):
+        jf(torch.randn(1, 4), torch.tensor([[True, True, True, False]]))
+    torch.testing.assert_close(jf(torch.ones(1, 4), m), _assign_through_another_mask(torch.ones(1, 4), m))

@@ -32,7 +32,7 @@ def _grad_transform_on_trace(original):
         if pending is None:
             return original(trace, *args, **kwargs)
         collector = GuardCollector()
-        with compile_step(collector):
+        with compile_step(collector, functional=True):
             result = original(trace, *args, **kwargs)
         if collector.guards:
             PROGRAMS[pending.program_id] = _program(pending, collector, [trace, result])

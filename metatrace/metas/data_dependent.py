@@ -60,6 +60,7 @@ def _shared(a: TensorProxy, flat: bool) -> TensorProxy:
         return entry[1]
     if flat:
         indices = ltorch.squeeze(_indices(ltorch.flatten(a) if a.ndim != 1 else a), 1)
+        unbacked.counts_elements_of(indices.shape[0], a)  # (the count of the flattened mask is a's)
     else:
         indices, _count = _nonzero_op(a)
     _SHARED[key] = (weakref.ref(a, lambda _, key=key, table=_SHARED: table.pop(key, None)), indices)

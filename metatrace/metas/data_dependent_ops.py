@@ -58,7 +58,7 @@ def _size_for(name: str, a, counting: tuple | None):
         entry = _BOUND.get((name, id(a)))
         if entry is not None and entry[0]() is a:
             return entry[1]
-    return unbacked.new_size(counting=counting)
+    return unbacked.new_size(counting=counting, op=name, source=a if counting is not None else None)
 
 
 # --- metas (proxies in, proxies out) and implementations (tensors in, tensors and ints out) ---

@@ -112,17 +112,32 @@ def record(sym, value: Number | None, *args: Any, python_type: type | None = Non
 # outside a jit compile records nothing). Set by compile_step only.
 INTERPRETING: ContextVar[bool] = ContextVar("metatrace_interpreting", default=False)
 
+# True while the compile step transforms a trace in which a proxy is one value wherever it appears
+# (the grad transform, the executor passes). While thunder interprets the function it is False: an
+# in-place write keeps the proxy of the tensor it changes until thunder's functionalization pass.
+# Set by compile_step only.
+FUNCTIONAL: ContextVar[bool] = ContextVar("metatrace_functional", default=False)
+
+
+def functional_trace() -> bool:
+    """Metas run on a trace in which a proxy is one value wherever it appears: a functional compile
+    step, or no compile step (thunder's check_trace re-running the metas of a finished trace)."""
+    return FUNCTIONAL.get() or not INTERPRETING.get()
+
 
 @contextlib.contextmanager
-def compile_step(collector=None, *, collect: bool = True):
+def compile_step(collector=None, *, collect: bool = True, functional: bool = False):
     """A compile step in which metas record: concretizations go to ``collector`` (a
     ``GuardCollector``; None drops them, thunder's behaviour), unless ``collect`` is False
-    (the executor passes: the collector of an enclosing step, if any, stays)."""
+    (the executor passes: the collector of an enclosing step, if any, stays). ``functional``:
+    the step transforms a functional trace (:data:`FUNCTIONAL`)."""
     interpreting = INTERPRETING.set(True)
+    functional_token = FUNCTIONAL.set(functional)
     token = concretizations.COLLECTOR.set(collector) if collect else None
     try:
         yield
     finally:
         if token is not None:
             concretizations.COLLECTOR.reset(token)
+        FUNCTIONAL.reset(functional_token)
         INTERPRETING.reset(interpreting)

@@ -31,7 +31,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.proxies import pyval as _thunder_pyval
 
 from metatrace.metas import concretizations, number_ops, unbacked
-from metatrace.metas.record_state import current_recorder, value_propagation
+from metatrace.metas.record_state import current_recorder, functional_trace, value_propagation
 from metatrace.metas.record_state import record as _record
 
 from metatrace.metas.folds import MISSING as _MISSING
@@ -233,7 +233,7 @@ def _comparison(name: str) -> Callable:
             return _REFLEXIVE[name]
         va, vb = _thunder_pyval(a), _thunder_pyval(b)
         if va is None or vb is None:  # read from tensor data: decided where every value agrees
-            decided = unbacked.decide(name, a, b)
+            decided = unbacked.decide(name, a, b, functional_trace())
             return SymBool(name, a, b, None) if decided is None else decided
         return SymBool(name, a, b, fn(va, vb))
 

@@ -54,22 +54,75 @@ UNBACKED_SIZE = _Tag("UNBACKED_SIZE")
 class CountOf:
     """The tag of an unbacked size that counts elements of a tensor of ``shape``, or sums
     nonnegative elements of one (``repeat_interleave``'s total): it is 0 where a size of ``shape``
-    is (an empty input)."""
+    is (an empty input). ``op`` and ``source`` (the :class:`Counted` tag of the tensor counted),
+    where given, name the computation: in a functional trace, two sizes that one op computed from
+    one tensor are equal (:func:`_same_count`)."""
 
-    __slots__ = ("shape",)
+    __slots__ = ("shape", "op", "source")
 
-    def __init__(self, shape: tuple):
+    def __init__(self, shape: tuple, op: str | None = None, source=None):
         self.shape = tuple(shape)
+        self.op = op
+        self.source = None if source is None else _counted_tag(source)
 
     def __repr__(self) -> str:
         return f"metatrace.CountOf({self.shape})"
 
 
-def new_size(counting: tuple | None = None) -> IntegerProxy:
+class Counted:
+    """The tag of a tensor proxy an op counted elements of: the same object in the tags of every
+    copy of the proxy (thunder's ``replace`` keeps tags when it renames an input), so a count
+    made in the grad transform from the renamed proxy names the same tensor."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "metatrace.Counted"
+
+
+def _counted_tag(source) -> Counted:
+    for tag in source.tags:
+        if isinstance(tag, Counted):
+            return tag
+    tag = Counted()
+    source.tags.add(tag)
+    return tag
+
+
+def new_size(counting: tuple | None = None, op: str | None = None, source=None) -> IntegerProxy:
     """A new unbacked size: an integer proxy with no value, in ``[0, inf)``, and 0 where a size of
-    ``counting`` is 0 when it counts (or sums) elements of a tensor of that shape."""
-    tags = {UNBACKED_SIZE} if counting is None else {UNBACKED_SIZE, CountOf(counting)}
+    ``counting`` is 0 when it counts (or sums) elements of a tensor of that shape; ``op`` of
+    ``source`` computed it (:class:`CountOf`)."""
+    tags = {UNBACKED_SIZE} if counting is None else {UNBACKED_SIZE, CountOf(counting, op, source)}
     return IntegerProxy(value=None, tags=tags)
+
+
+def counts_elements_of(size, source) -> None:
+    """``size`` (made by :func:`new_size` with an ``op``) counts the same elements of ``source``
+    as of the tensor it was computed from (the mask before it was flattened)."""
+    for tag in getattr(size, "tags", ()):
+        if isinstance(tag, CountOf) and tag.op is not None:
+            tag.source = _counted_tag(source)
+
+
+def _computation(x) -> tuple | None:
+    """(op, the :class:`Counted` tag of the tensor counted) of an unbacked size, or None."""
+    for tag in getattr(x, "tags", ()):
+        if isinstance(tag, CountOf) and tag.op is not None and tag.source is not None:
+            return tag.op, tag.source
+    return None
+
+
+def _same_count(a, b, functional: bool) -> bool:
+    """``a`` and ``b`` are sizes one op computed from one tensor proxy, in a functional trace
+    (``record_state.functional_trace()``: the grad transform reads ``g[mask]`` again for the gradient of
+    ``y[mask] = v``, a new count of the mask ``v``'s length was read from). While thunder
+    interprets the function, a mask read twice shares one count (``data_dependent``) unless an
+    in-place write came between, so two counts there may differ."""
+    if not (is_unbacked_size(a) and is_unbacked_size(b)) or not functional:
+        return False
+    ca, cb = _computation(a), _computation(b)
+    return ca is not None and cb is not None and ca[0] == cb[0] and ca[1] is cb[1]
 
 
 def _zero_size_of_counted(x):
@@ -161,16 +214,17 @@ def _oblivious_answer(op: str, c, limit: int = 12) -> bool | None:
     return None
 
 
-def decide(op: str, a, b) -> bool | None:
+def decide(op: str, a, b, functional: bool = False) -> bool | None:
     """``a <op> b`` where an operand has no trace-time value: True or False where every value of
     its unbacked sizes gives that answer (or a size-oblivious site decides ``n == 1``), else None
     (not decidable: the caller reports it, and the guard collector raises DataDependentError).
-    ``op`` is one of eq, ne, lt, le, gt, ge."""
-    if (a is b and isinstance(a, IntegerProxy)) or _same_product(a, b):
+    ``op`` is one of eq, ne, lt, le, gt, ge; ``functional``: the decision is made on a functional
+    trace (``record_state.functional_trace``)."""
+    if (a is b and isinstance(a, IntegerProxy)) or _same_product(a, b) or _same_count(a, b, functional):
         return op in ("eq", "le", "ge")
     if not is_unbacked_size(a):
         if is_unbacked_size(b) and op in _SWAP:
-            return decide(_SWAP[op], b, a)
+            return decide(_SWAP[op], b, a, functional)
         return None
     if (zero := _zero_size_of_counted(a)) is not None:
         # a counts the elements of an empty tensor: a is 0 as long as that size is (guarded)

@@ -75,7 +75,7 @@ def _recording(fn):
     def wrapper(*args, **kwargs):
         if not using_symbolic_values():
             return fn(*args, **kwargs)
-        with compile_step(collect=False):
+        with compile_step(collect=False, functional=True):
             return fn(*args, **kwargs)
 
     return wrapper
