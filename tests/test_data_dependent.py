@@ -77,7 +77,32 @@ def _linear_of_selected(x, m):
     return torch.nn.functional.linear(x[m[:, 0]], torch.ones(3, x.shape[-1]))
 
 
+def _mask_of_columns(x, m):
+    return x[:, m.any(0)]  # a mask beside a slice: the count stays in the mask's place
+
+
+def _mask_after_sliced_rows(x, m):
+    return x[1:, m.any(0)] * 2
+
+
+def _mask_after_ellipsis(x, m):
+    return x[None][..., m.any(0)]
+
+
+def _mask_between_slice_and_none(x, m):
+    return x.reshape(1, *x.shape)[:, m, None]
+
+
+def _mask_before_a_slice(x, m):
+    return x[m[:, 0], 1:]
+
+
 DIFFERENTIABLE = {
+    "mask_of_columns": _mask_of_columns,
+    "mask_after_sliced_rows": _mask_after_sliced_rows,
+    "mask_after_ellipsis": _mask_after_ellipsis,
+    "mask_between_slice_and_none": _mask_between_slice_and_none,
+    "mask_before_a_slice": _mask_before_a_slice,
     "reshape_rows": _reshape_rows,
     "flatten_selected": _flatten_selected,
     "linear_of_selected": _linear_of_selected,

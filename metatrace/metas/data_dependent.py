@@ -145,7 +145,45 @@ def _getitem(a, key):
         return _select_by_mask(a, key)
     if _is_tensor(a) and (data_slices := _slices_read_from_data(a, key)) is not None:
         return _getitem_with_data_slices(a, key, data_slices)
+    if _is_tensor(a) and (found := _mask_among_slices(a, key)) is not None:
+        return _select_by_mask_at(a, key, *found)
     return ltorch.getitem(a, key)
+
+
+def _mask_among_slices(a: TensorProxy, key) -> tuple | None:
+    """(position of the mask in the key, the result dimension its dimensions start at) where the
+    key is one bool tensor beside slices, ``None`` and ``...`` (``x[:, m]``, ``x[..., m, 1:]``),
+    else None. With one advanced index the result's count dimension stays in the mask's place."""
+    if not isinstance(key, tuple):
+        return None
+    masks = [i for i, k in enumerate(key) if _is_tensor(k) and k.dtype is dtypes.bool8]
+    if len(masks) != 1 or masks[0] == 0 and len(key) == 1:
+        return None
+    if not all(isinstance(k, slice) or k is None or k is Ellipsis for i, k in enumerate(key) if i != masks[0]):
+        return None
+    if any(_valueless(x) for k in key if isinstance(k, slice) for x in (k.start, k.stop, k.step)):
+        return None
+    mask = key[masks[0]]
+    consuming = sum(1 for k in key if isinstance(k, slice)) + mask.ndim
+    if mask.ndim == 0 or consuming > a.ndim:
+        return None
+    out_dim = 0
+    for k in key[: masks[0]]:
+        out_dim += (a.ndim - consuming) if k is Ellipsis else 1
+    return masks[0], out_dim
+
+
+def _select_by_mask_at(a: TensorProxy, key: tuple, position: int, dim: int) -> TensorProxy:
+    """``a[key]`` for :func:`_mask_among_slices`' keys: the other indices first, then the mask's
+    dimensions (each size a guarded equality) flattened and selected by the mask's indices."""
+    mask = key[position]
+    static = key[:position] + (slice(None),) * mask.ndim + key[position + 1:]
+    y = ltorch.getitem(a, static)
+    for offset, size in enumerate(mask.shape):
+        if not runtime.truth(runtime.eq(size, y.shape[dim + offset])):
+            raise IndexError(f"The shape of the mask {tuple(mask.shape)} does not match the shape of the indexed tensor")
+    flat = ltorch.flatten(y, dim, dim + mask.ndim - 1) if mask.ndim > 1 else y
+    return ltorch.index_select(flat, dim, _flat_indices(mask))
 
 
 # --- slices, narrow and topk with a bound read from tensor data (``x[:n.item()]``) ---

@@ -330,6 +330,8 @@ def _shape_bindings(placement: Placement, sizes: list[str], anchor: int) -> list
 def _unpacking_only_unbound(placement: Placement, producer):
     """What ``after`` already binds stays bound there only: its outputs here are None."""
     index = placement.index
+    if not isinstance(producer.output, (tuple, list)):  # one collection (``saved_for_backward``)
+        return producer
     output = type(producer.output)(
         None if isinstance(o, Proxy) and (o.name in index.position or o.name in placement.placed) else o
         for o in producer.output
