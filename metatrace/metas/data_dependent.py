@@ -1,27 +1,26 @@
-"""Ops whose output size is read from tensor data: ``torch.nonzero``, ``argwhere``,
-``torch.where(cond)``, ``x[mask]`` and ``masked_select``.
+"""Torch functions whose output size is read from tensor data, built from the operators of
+``metatrace.metas.data_dependent_ops`` and thunder ops while metatrace is enabled.
 
 thunder 0.2.6 raises on each (``boolean advanced indexing is not implemented``, its automatic
-registration's ``DynamicOutputShapeException``). While metatrace is enabled they are traced with
-one new operator of thunder's torch executor, ``metatrace_nonzero(a) -> (indices, count)``:
-``indices`` is ``torch.nonzero(a)`` of shape ``(count, a.ndim)`` and ``count`` its row count as a
-number output, an unbacked size (``metatrace.metas.unbacked``: no trace-time value, in
-``[0, numel]``), so the generated Python binds ``count`` when the computation runs
-(``(t1, i2) = metatrace_nonzero(t0)``) and every later size symbol has a producer. The operator
-carries no gradient (integer indices).
-
-The torch functions are lookasides built on it with thunder ops:
+registration's ``DynamicOutputShapeException``, ``Unsupported for NumberProxy.value=None``).
+Each size read from data is an unbacked size (``metatrace.metas.unbacked``) that an operator of
+the computation trace outputs, so every later size symbol has a producer.
 
 - ``torch.nonzero(x)``, ``torch.argwhere(x)`` (and the methods): the indices;
   ``nonzero(x, as_tuple=True)`` and ``torch.where(cond)`` with one argument: one 1-d index
   tensor per dimension (``indices[:, d]``);
-- ``x[mask]`` (a bool tensor of ``x``'s shape or of its leading sizes): ``x`` flattened over
-  the mask's dimensions, ``index_select`` by the 1-d indices of the flattened mask, so the
-  gradient with respect to ``x`` is thunder's rule for ``take`` (``index_add`` into ``x``'s own
-  sizes);
-- ``masked_select(x, mask)``: both broadcast to their common shape, flattened, then as ``x[mask]``.
+- ``x[mask]`` (a bool tensor of ``x``'s shape or of its leading sizes), and one mask beside
+  slices, ``None`` and ``...``: the mask's dimensions flattened, ``index_select`` by the 1-d
+  indices of the flattened mask, so the gradient is thunder's rule for ``take`` (``index_add``);
+- ``masked_select(x, mask)``: both broadcast to their common shape, flattened, then as ``x[mask]``;
+- slices, ``narrow`` and ``topk`` with a bound read from data (``x[:n.item()]``): a mask over the
+  dimension's positions, so no decision on the bound is asked; where eager raises for a bound out
+  of range, ``metatrace_check`` raises at run time;
+- ``repeat_interleave`` with tensor repeats (``index_select`` by the repeated indices),
+  ``bincount``, ``unique`` and ``unique_consecutive``: their operators.
 
-Anything else (``x[mask] = v``, a mask beside other indices, ``out=``) keeps thunder's path.
+Anything else (``out=``, ``unique(dim=)``, a mask beside integer or tensor indices) keeps
+thunder's path.
 """
 
 from __future__ import annotations
