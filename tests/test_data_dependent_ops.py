@@ -314,3 +314,65 @@ def test_detach_keeps_size_symbols_and_eagers_gradient(enabled):
         (expected,) = torch.autograd.grad(_detach_twice(x).sum(), x)
         torch.testing.assert_close(actual, expected)
     assert thunder.cache_misses(jf) == 1
+
+
+# --- ops on a tensor whose size was read from data: their decisions are size-oblivious ---
+
+ON_SELECTED = {
+    "softmax": lambda x, m: torch.softmax(x[m], 0),
+    "softmax_of_rows": lambda x, m: torch.softmax(x[m[:, 0]], -1),
+    "mean": lambda x, m: x[m].mean(),
+    "amax_of_rows": lambda x, m: x[m.any(1)].amax(1),
+    "argmax_of_rows": lambda x, m: x[m.any(1)].argmax(1),
+    "view_then_broadcast": lambda x, m: x[m].view(-1, 1) * torch.ones(1, 3),
+    "cumsum": lambda x, m: x[m].cumsum(0),
+}
+
+
+def _masks_for(shape, generator):
+    return [torch.rand(shape, generator=generator) > 0.5, torch.zeros(shape, dtype=torch.bool),
+            torch.ones(shape, dtype=torch.bool)]
+
+
+def _run_on_selected(name, shapes):
+    fn = ON_SELECTED[name]
+    generator = torch.Generator().manual_seed(5)
+    jf = thunder.jit(fn, cache="symbolic values")
+    for shape in shapes:
+        for m in _masks_for(shape, generator):
+            x = torch.randn(shape, generator=generator, requires_grad=True)
+            expected, actual = fn(x, m), jf(x, m)
+            torch.testing.assert_close(actual, expected, equal_nan=True)  # (the mean of nothing is nan)
+            if expected.dtype.is_floating_point:
+                weights = torch.randn(expected.shape, generator=generator)
+                (expected_grad,) = torch.autograd.grad((expected * weights).sum(), x)
+                (actual_grad,) = torch.autograd.grad((actual * weights).sum(), x)
+                torch.testing.assert_close(actual_grad, expected_grad, equal_nan=True)
+    return jf
+
+
+@pytest.mark.parametrize("name", sorted(ON_SELECTED))
+def test_ops_on_a_selection_one_compile_over_masks_and_shapes(enabled, name):
+    jf = _run_on_selected(name, SHAPES)
+    assert thunder.cache_misses(jf) == 1
+
+
+@pytest.mark.parametrize("name", sorted(ON_SELECTED))
+def test_ops_on_a_selection_pass_both_checkers(enabled, name):
+    jf = _run_on_selected(name, SHAPES[:1])
+    traces = [thunder.last_traces(jf)[0], thunder.last_traces(jf)[-1]]
+    if thunder.last_backward_traces(jf):
+        traces.append(thunder.last_backward_traces(jf)[-1])
+    for trace in traces:
+        metatrace.check_trace(trace)
+
+
+def test_a_reduction_without_identity_over_an_empty_selection_raises_as_eager(enabled):
+    fn = lambda x, m: x[m].amax(0)  # noqa: E731
+    jf = thunder.jit(fn, cache="symbolic values")
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(jf(x, x > 0), fn(x, x > 0))
+    with pytest.raises((RuntimeError, IndexError)):
+        fn(x, x > 100)
+    with pytest.raises((RuntimeError, IndexError)):
+        jf(x, x > 100)

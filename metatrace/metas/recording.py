@@ -17,7 +17,7 @@ from thunder.core.langctxs import Languages, langctx
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import get_tracectx
 
-from thunder.core.proxies import NumberProxy, Proxy
+from thunder.core.proxies import IntegerProxy, NumberProxy, Proxy
 from thunder.core.pytree import tree_iter
 
 from metatrace.metas import concretizations, unbacked
@@ -131,13 +131,24 @@ def recording_meta(rewritten: Callable, original: Callable, prim_name: str) -> C
         OBSERVER(name, original, args, kwargs, result, None)
         return result
 
+    number_op = _NUMBER_OPS.get(prim_name)
+
     def _run(args, kwargs):
         if prim_name == "CONVERT_ELEMENT_TYPE" and args and isinstance(args[0], NumberProxy) and args[0].value is None:
             # a number read from tensor data (``float(n)`` of a data-dependent size): no value to convert
             return unbacked.converted(*args, **kwargs)
-        return run_recording(rewritten, args, kwargs)
+        result = run_recording(rewritten, args, kwargs)
+        if number_op is not None and isinstance(result, IntegerProxy) and result.value is None:
+            # the elementwise meta's number with no value (``u * C`` of a size read from data, thunder's
+            # numel): a size too where the operands are (unbacked.tag_of)
+            result.tags.update(unbacked.tag_of(number_op, *args) or ())
+        return result
 
     return langctx(Languages.PRIMS)(meta)
+
+
+# prims whose number result of unbacked sizes is an unbacked size (unbacked.tag_of's op names)
+_NUMBER_OPS = {"ADD": "add", "MUL": "mul"}
 
 
 def run_recording(meta: Callable, args, kwargs):

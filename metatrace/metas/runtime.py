@@ -255,8 +255,10 @@ def truth(x) -> bool:
             raise unbacked.undecided(x.op, x.lhs, x.rhs)
         return x.value
     if _is_symbolic(x):
-        if _thunder_pyval(x) is None:  # read from tensor data (the collector raises first)
-            raise concretizations.relation("ne", x, 0, None) or unbacked.undecided("ne", x, 0)
+        if _thunder_pyval(x) is None:  # read from tensor data: decided where every value (or the site) agrees
+            if (decided := unbacked.decide("ne", x, 0, functional_trace())) is not None:
+                return decided
+            raise concretizations.relation("ne", x, 0, None) or unbacked.undecided("ne", x, 0)  # (the collector raises first)
         value = bool(_thunder_pyval(x))
         concretizations.relation("ne", x, 0, value)
         return value

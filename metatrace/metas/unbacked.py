@@ -149,7 +149,14 @@ def is_unbacked_size(x) -> bool:
 
 
 def _nonnegative(x) -> bool:
-    return is_unbacked_size(x) or (type(x) is int and x >= 0)
+    """``x`` is nonnegative for every call the entry serves: an unbacked size, an int >= 0, or an
+    integer symbol whose value is, guarded (a tensor's size, where the guard is a tautology)."""
+    if is_unbacked_size(x) or (type(x) is int and x >= 0):
+        return True
+    if isinstance(x, IntegerProxy) and type(x.value) is int and x.value >= 0:
+        concretizations.relation("ge", x, 0, True)
+        return True
+    return False
 
 
 def result_is_size(op: str, *args) -> bool:
@@ -190,6 +197,9 @@ _OBLIVIOUS_SITES = {
     # ``requested_length == x or x == 1 or requested_length == -1``: reached for n only when the
     # requested length is not the same symbol; n == 1 False leaves ``requested == -1``, which keeps n
     ("thunder/clang/utils.py", "expand_impl"): _NOT_ONE,
+    # ``if not same_shape(x.shape, common_shape): expand``: expanding a size 1 to the same size 1
+    # is the tensor itself, so answering n != 1 takes a path that is right for n = 1 too
+    ("thunder/clang/utils.py", "_maybe_broadcast"): _NOT_ONE,
     # the rewritten prims.broadcast_in_dim meta's check ``original_length == 1 or shape[idx] ==
     # original_length``: for n != 1 it holds only where the target is the same n, which is valid for
     # every n (the codegen's metas.py in the cache directory)
@@ -200,6 +210,18 @@ _OBLIVIOUS_SITES = {
     # ``if start >= length: start = stop = 0`` for a slice starting at 0 (``t[:, 0]``): for n = 0
     # the slice that follows is ``0:n``, empty as well (any other stop asks ``stop >= n``)
     ("thunder/clang/__init__.py", "_basic_indexing"): {("le", 0): False, ("gt", 0): True},
+    # a reduction without an identity (amax, argmax) checks that no reduced size is 0, and
+    # argmax's meta asks ``a.shape[dim] == 0`` to raise: for n = 0 torch's kernel raises at run
+    # time as eager does, for any other n the check holds
+    ("thunder/torch/__init__.py", "_reduction"): {("ne", 0): True, ("eq", 0): False},
+    ("/metas.py", "_argmin_argmax_meta"): {("eq", 0): False, ("ne", 0): True},
+    # ``g.numel() <= 1 or g.shape[dim] == 1``: flip, cumsum, flip is eager's gradient for 0 and 1
+    # elements as well
+    ("thunder/core/transforms.py", "cumsum_backward"): {("le", 1): False, ("gt", 1): True, ("eq", 1): False},
+    # ``a.numel == 0`` takes exp(a) alone; the other path subtracts the max first, which for an
+    # empty tensor is empty too unless the max reduces the empty dimension (torch's amax raises
+    # at run time there: an error, never a wrong value)
+    ("thunder/torch/__init__.py", "_softmax"): {("eq", 0): False, ("ne", 0): True},
 }
 
 

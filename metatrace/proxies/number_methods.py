@@ -214,8 +214,10 @@ def _report_truth(self, value: bool) -> None:
 
 def _bool(original):
     def __bool__(self) -> bool:
-        if self.value is None:  # read from tensor data: the report raises DataDependentError
-            _report_truth(self, None)
+        if self.value is None:  # read from tensor data: decided where every value (or the site) agrees
+            if (decided := unbacked.decide("ne", self, 0, record_state.functional_trace())) is not None:
+                return decided
+            _report_truth(self, None)  # the report raises DataDependentError
         value = original(self)
         _report_truth(self, value)
         return value
