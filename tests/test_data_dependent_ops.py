@@ -14,6 +14,7 @@ import thunder
 import torch
 
 import metatrace
+from test_data_dependent import _masks
 
 SHAPES = [(3, 4), (5, 2), (6, 3)]
 # a size of 1 or 0 takes a second entry, as everywhere in metatrace (broadcasting guards n != 1,
@@ -24,6 +25,34 @@ EMPTY_SHAPES = [(0, 3), (0, 5)]
 
 def _ints(generator, low, high, size=()):
     return torch.randint(low, high, size, generator=generator)
+
+
+def _flat(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _compare_with_eager(fn, jf, x, *rest, generator):
+    """``jf(x, *rest)`` equals ``fn``'s outputs, and the gradient with respect to ``x`` of a random
+    weighting of the differentiable ones equals eager's."""
+    expected, actual = _flat(fn(x, *rest)), _flat(jf(x, *rest))
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, equal_nan=True)  # (the mean of nothing is nan)
+    pairs = [(a, e) for a, e in zip(actual, expected) if e.requires_grad]
+    if pairs:
+        weights = [torch.randn(e.shape, generator=generator) for _, e in pairs]
+        (expected_grad,) = torch.autograd.grad(sum((e * w).sum() for (_, e), w in zip(pairs, weights)), x)
+        (actual_grad,) = torch.autograd.grad(sum((a * w).sum() for (a, _), w in zip(pairs, weights)), x)
+        torch.testing.assert_close(actual_grad, expected_grad, equal_nan=True)
+
+
+def _check_traces(jf):
+    """The last computation trace, its first (before transforms) and the backward pass both checkers."""
+    traces = [thunder.last_traces(jf)[0], thunder.last_traces(jf)[-1]]
+    if thunder.last_backward_traces(jf):
+        traces.append(thunder.last_backward_traces(jf)[-1])
+    for trace in traces:
+        metatrace.check_trace(trace)  # metatrace's strict checker, then thunder's check_trace
 
 
 # --- functions of (x, n): x float, n a 0-d int tensor whose value becomes a size ---
@@ -87,29 +116,8 @@ def _run_item_op(name, shapes, seed=0, tries=4):
     for shape in shapes:
         for _ in range(tries):
             x = torch.randn(shape, generator=generator, requires_grad=True)
-            n = _ints(generator, low, high)
-            expected, actual = fn(x, n), jf(x, n)
-            torch.testing.assert_close(actual, expected)
-            if not expected.dtype.is_floating_point:
-                continue
-            weights = torch.randn(expected.shape, generator=generator)
-            (expected_grad,) = torch.autograd.grad((expected * weights).sum(), x)
-            (actual_grad,) = torch.autograd.grad((actual * weights).sum(), x)
-            torch.testing.assert_close(actual_grad, expected_grad)
+            _compare_with_eager(fn, jf, x, _ints(generator, low, high), generator=generator)
     return jf
-
-
-@pytest.mark.parametrize("name", sorted(ITEM_OPS))
-def test_item_bounds_one_compile_over_values_and_shapes(enabled, name):
-    jf = _run_item_op(name, SHAPES)
-    assert thunder.cache_misses(jf) == 1
-
-
-@pytest.mark.parametrize("name", sorted(ITEM_OPS))
-def test_item_bounds_traces_pass_both_checkers(enabled, name):
-    jf = _run_item_op(name, SHAPES[:1], tries=1)
-    for trace in (thunder.last_traces(jf)[0], thunder.last_traces(jf)[-1], thunder.last_backward_traces(jf)[-1]):
-        metatrace.check_trace(trace)
 
 
 @pytest.mark.parametrize("name", sorted(ITEM_OPS))
@@ -211,10 +219,6 @@ REPEAT_OPS = {
 }
 
 
-def _flat(out):
-    return out if isinstance(out, tuple) else (out,)
-
-
 def _run_repeat_op(name, shapes, seed=0, tries=3):
     fn = REPEAT_OPS[name]
     generator = torch.Generator().manual_seed(seed)
@@ -223,34 +227,8 @@ def _run_repeat_op(name, shapes, seed=0, tries=3):
         for high in (3, 1, 4)[:tries]:  # random counts, all zero, larger ones
             x = torch.randn(shape, generator=generator, requires_grad=True)
             r = _ints(generator, 0, high, (shape[0],))
-            expected, actual = _flat(fn(x, r)), _flat(jf(x, r))
-            assert len(actual) == len(expected)
-            for a, e in zip(actual, expected):
-                torch.testing.assert_close(a, e)
-            grads = [e for e in expected if e.requires_grad]
-            if grads:
-                weights = [torch.randn(e.shape, generator=generator) for e in grads]
-                actual_grads = [a for a in actual if a.requires_grad]
-                (expected_grad,) = torch.autograd.grad(sum((e * w).sum() for e, w in zip(grads, weights)), x)
-                (actual_grad,) = torch.autograd.grad(sum((a * w).sum() for a, w in zip(actual_grads, weights)), x)
-                torch.testing.assert_close(actual_grad, expected_grad)
+            _compare_with_eager(fn, jf, x, r, generator=generator)
     return jf
-
-
-@pytest.mark.parametrize("name", sorted(REPEAT_OPS))
-def test_counts_from_data_one_compile_over_values_and_shapes(enabled, name):
-    jf = _run_repeat_op(name, SHAPES)
-    assert thunder.cache_misses(jf) == 1
-
-
-@pytest.mark.parametrize("name", sorted(REPEAT_OPS))
-def test_counts_from_data_traces_pass_both_checkers(enabled, name):
-    jf = _run_repeat_op(name, SHAPES[:1], tries=1)
-    traces = [thunder.last_traces(jf)[0], thunder.last_traces(jf)[-1]]
-    if thunder.last_backward_traces(jf):
-        traces.append(thunder.last_backward_traces(jf)[-1])
-    for trace in traces:
-        metatrace.check_trace(trace)
 
 
 @pytest.mark.parametrize("name", sorted(set(REPEAT_OPS) - {"repeat_columns_by_one_count"}))  # (eager raises)
@@ -329,42 +307,15 @@ ON_SELECTED = {
 }
 
 
-def _masks_for(shape, generator):
-    return [torch.rand(shape, generator=generator) > 0.5, torch.zeros(shape, dtype=torch.bool),
-            torch.ones(shape, dtype=torch.bool)]
-
-
-def _run_on_selected(name, shapes):
+def _run_on_selected(name, shapes, tries=None):
     fn = ON_SELECTED[name]
     generator = torch.Generator().manual_seed(5)
     jf = thunder.jit(fn, cache="symbolic values")
     for shape in shapes:
-        for m in _masks_for(shape, generator):
+        for m in _masks(shape, generator):
             x = torch.randn(shape, generator=generator, requires_grad=True)
-            expected, actual = fn(x, m), jf(x, m)
-            torch.testing.assert_close(actual, expected, equal_nan=True)  # (the mean of nothing is nan)
-            if expected.dtype.is_floating_point:
-                weights = torch.randn(expected.shape, generator=generator)
-                (expected_grad,) = torch.autograd.grad((expected * weights).sum(), x)
-                (actual_grad,) = torch.autograd.grad((actual * weights).sum(), x)
-                torch.testing.assert_close(actual_grad, expected_grad, equal_nan=True)
+            _compare_with_eager(fn, jf, x, m, generator=generator)
     return jf
-
-
-@pytest.mark.parametrize("name", sorted(ON_SELECTED))
-def test_ops_on_a_selection_one_compile_over_masks_and_shapes(enabled, name):
-    jf = _run_on_selected(name, SHAPES)
-    assert thunder.cache_misses(jf) == 1
-
-
-@pytest.mark.parametrize("name", sorted(ON_SELECTED))
-def test_ops_on_a_selection_pass_both_checkers(enabled, name):
-    jf = _run_on_selected(name, SHAPES[:1])
-    traces = [thunder.last_traces(jf)[0], thunder.last_traces(jf)[-1]]
-    if thunder.last_backward_traces(jf):
-        traces.append(thunder.last_backward_traces(jf)[-1])
-    for trace in traces:
-        metatrace.check_trace(trace)
 
 
 def test_a_reduction_without_identity_over_an_empty_selection_raises_as_eager(enabled):
@@ -376,3 +327,24 @@ def test_a_reduction_without_identity_over_an_empty_selection_raises_as_eager(en
         fn(x, x > 100)
     with pytest.raises((RuntimeError, IndexError)):
         jf(x, x > 100)
+
+
+# every family above: (its table of functions, the runner that calls one over shapes)
+FAMILIES = {
+    "item_bounds": (ITEM_OPS, _run_item_op),
+    "counts_from_data": (REPEAT_OPS, _run_repeat_op),
+    "on_a_selection": (ON_SELECTED, _run_on_selected),
+}
+CASES = [(family, name) for family, (table, _) in FAMILIES.items() for name in sorted(table)]
+CASE_IDS = [f"{family}-{name}" for family, name in CASES]
+
+
+@pytest.mark.parametrize("family, name", CASES, ids=CASE_IDS)
+def test_one_compile_over_values_and_shapes(enabled, family, name):
+    jf = FAMILIES[family][1](name, SHAPES)
+    assert thunder.cache_misses(jf) == 1
+
+
+@pytest.mark.parametrize("family, name", CASES, ids=CASE_IDS)
+def test_traces_pass_both_checkers(enabled, family, name):
+    _check_traces(FAMILIES[family][1](name, SHAPES[:1], tries=1))
