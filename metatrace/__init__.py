@@ -16,10 +16,12 @@ from metatrace.guards.structure import ChangedWhileTracing, StructureMismatch
 from metatrace.install import disable, enable, is_enabled
 from metatrace.interpret.dropped_stores import DroppedStoreError
 from metatrace.interpret.unrepeatable_calls import ClockCallError, RandomCallError
+from metatrace.metas.custom_ops import CustomOpError
 
 __all__ = [
     "enable", "disable", "is_enabled", "check_trace", "explain",
     # errors (all subclasses of MetatraceError)
     "MetatraceError", "DataDependentError", "RandomCallError", "ClockCallError", "DroppedStoreError", "GuardFailure",
     "ChangedWhileTracing", "StructureMismatch", "TraceCheckError", "CacheDirectoryError", "CorruptCacheError",
+    "CustomOpError",
 ]

@@ -27,7 +27,10 @@ from metatrace.interpret import (
     library_state, lookasides, module_state, state_reads, tensor_metadata, unrepeatable_calls, values_as_text,
 )
 from metatrace.passes import distributed, fusion_regions, size_producers
-from metatrace.metas import data_dependent, data_dependent_ops, inplace_casts, torch_executor_fixes, python_executor, torch_decompositions, torch_metas
+from metatrace.metas import (
+    custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, python_executor, torch_decompositions,
+    torch_executor_fixes, torch_metas,
+)
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
 from metatrace.codegen.loader import load
@@ -155,6 +158,8 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         data_dependent_ops.patches,
         torch_executor_fixes.patches,
         data_dependent.patches,
+        custom_ops.patches,
+        histc.patches,
         inplace_casts.patches,
         python_executor.patches,
         float_numbers.patches,

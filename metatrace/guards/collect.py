@@ -72,6 +72,16 @@ def concretization_site(limit: int = 40) -> str:
 _THUNDER_DIR = os.path.dirname(thunder.__file__) + os.sep
 
 
+def _with_user_line(site: str) -> str:
+    """``site``, and the user's line that reached it when the site is thunder's: ``for row in
+    t`` over a tensor whose length is read from data decides in thunder's ``tensor_split``, and
+    the user wants the loop's line too (transformers' eager MoE experts)."""
+    user = interpreted_line()
+    if not user or not site.startswith("thunder/") or user == site:
+        return site
+    return f"{site}, called from {user}"
+
+
 def interpreted_line() -> str:
     """The line of user code thunder's interpreter is running, or ''. thunder interprets some of
     its own helpers too (``getitem_impl`` for ``t[i]``): the innermost frame outside thunder."""
@@ -218,7 +228,7 @@ class GuardCollector:
                 continue
             source = self.tensor_data_source(side)
             if source is not None or side.value is None:
-                raise DataDependentError(guard, side, source, concretization_site() if where is None else where)
+                raise DataDependentError(guard, side, source, _with_user_line(concretization_site()) if where is None else where)
 
     def tensor_data_source(self, x: NumberProxy):
         """The bound symbol that read ``x`` (or a number it is computed from) out of tensor data
