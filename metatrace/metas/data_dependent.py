@@ -25,19 +25,17 @@ thunder's path.
 
 from __future__ import annotations
 
-import importlib
 import weakref
 
 import thunder.clang as clang
 import thunder.core.dtypes as dtypes
-import thunder.core.jit_ext as jit_ext
 from thunder.clang.utils import compute_broadcast_shape
 import thunder.torch as ltorch
 import torch
 from thunder.core.proxies import TensorProxy
 
-from metatrace.metas import data_dependent_ops, runtime, unbacked
-from metatrace.patching import Patch, item
+from metatrace.metas import data_dependent_ops, runtime, torch_lookasides, unbacked
+from metatrace.patching import Patch
 
 def _nonzero_op(a: TensorProxy):
     """``(indices, count)`` of ``a`` (``metatrace_nonzero``)."""
@@ -370,18 +368,8 @@ def _masked_select(input, mask, *, out=None):
     return _select_by_mask(ltorch.flatten(input), ltorch.flatten(mask))
 
 
-def _lookaside(fn):
-    return jit_ext.ensure_recursive_proxies(
-        jit_ext.interpreter_needs_wrap(jit_ext.record_source_loc_in_symbol_header(fn))
-    )
-
-
 def patches() -> list[Patch]:
     why = "ops with a size read from tensor data (an unbacked size)"
-    general = "thunder.core.jit_ext._general_jit_lookaside_map"
-    methods_module = importlib.import_module("thunder.torch.langctx")
-    methods = "thunder.torch.langctx._method_name_to_fn_map"
-    rows = []
     table = (
         (torch.nonzero, torch.Tensor.nonzero, "nonzero", _nonzero),
         (torch.argwhere, torch.Tensor.argwhere, "argwhere", _argwhere),
@@ -395,10 +383,4 @@ def patches() -> list[Patch]:
         (torch.unique, torch.Tensor.unique, "unique", _unique),
         (torch.unique_consecutive, torch.Tensor.unique_consecutive, "unique_consecutive", _unique_consecutive),
     )
-    for function, method, method_name, decomposition in table:
-        for fn in (function, method, decomposition):
-            if fn is not None:
-                rows.append(item(jit_ext._general_jit_lookaside_map, fn, _lookaside(decomposition), why, label=general))
-        if method_name is not None and method_name in methods_module._method_name_to_fn_map:
-            rows.append(item(methods_module._method_name_to_fn_map, method_name, decomposition, why, label=methods))
-    return rows
+    return torch_lookasides.rows(table, why)

@@ -18,16 +18,15 @@ bin, elements outside (and NaN) in none; the counts are ``sum`` over a one-hot c
 
 from __future__ import annotations
 
-import importlib
 from numbers import Number
 
 import thunder.core.dtypes as dtypes
-import thunder.core.jit_ext as jit_ext
 import thunder.torch as ltorch
 import torch
 from thunder.core.proxies import NumberProxy, TensorProxy
 
-from metatrace.patching import Patch, item
+from metatrace.metas import torch_lookasides
+from metatrace.patching import Patch
 
 
 def _known(v) -> bool:
@@ -58,18 +57,6 @@ def _histc(input, bins=100, min=0, max=0, *, out=None):
     return ltorch.sum(ltorch.to(hits, input.dtype), 0)
 
 
-def _lookaside(fn):
-    return jit_ext.ensure_recursive_proxies(
-        jit_ext.interpreter_needs_wrap(jit_ext.record_source_loc_in_symbol_header(fn))
-    )
-
-
 def patches() -> list[Patch]:
     why = "torch.histc in thunder ops: its input's sizes stay symbolic"
-    general = "thunder.core.jit_ext._general_jit_lookaside_map"
-    rows = [item(jit_ext._general_jit_lookaside_map, fn, _lookaside(_histc), why, label=general)
-            for fn in (torch.histc, torch.Tensor.histc, _histc)]
-    methods = importlib.import_module("thunder.torch.langctx")._method_name_to_fn_map
-    if "histc" in methods:
-        rows.append(item(methods, "histc", _histc, why, label="thunder.torch.langctx._method_name_to_fn_map"))
-    return rows
+    return torch_lookasides.rows(((torch.histc, torch.Tensor.histc, "histc", _histc),), why)

@@ -44,13 +44,12 @@ from __future__ import annotations
 
 import thunder.core.dtypes as dtypes
 import thunder.core.utils as utils
-import thunder.core.jit_ext as jit_ext
 import thunder.torch as ltorch
-import importlib
 import torch
 from thunder.core.proxies import TensorProxy
 
-from metatrace.patching import Patch, item
+from metatrace.metas import torch_lookasides
+from metatrace.patching import Patch
 
 
 def _addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
@@ -166,34 +165,16 @@ _new_full = _new_filled("new_full", None)
 _new_empty = _new_filled("new_empty", _EMPTY)
 
 
-def _lookaside(fn):
-    return jit_ext.ensure_recursive_proxies(
-        jit_ext.interpreter_needs_wrap(jit_ext.record_source_loc_in_symbol_header(fn))
-    )
-
-
 def patches() -> list[Patch]:
     why = "auto-registered torch functions traced as thunder ops (symbolic sizes, grad by their rules)"
-    general = "thunder.core.jit_ext._general_jit_lookaside_map"
-    methods = "thunder.torch.langctx._method_name_to_fn_map"
     table = (
-        (torch.addmm, torch.Tensor.addmm, _addmm),
-        (torch.diff, torch.Tensor.diff, _diff),
-        (torch.cat, None, _cat),
-        (torch.nn.functional.embedding, None, _embedding),
-        (None, torch.Tensor.new_ones, _new_ones),
-        (None, torch.Tensor.new_zeros, _new_zeros),
-        (None, torch.Tensor.new_full, _new_full),
-        (None, torch.Tensor.new_empty, _new_empty),
+        (torch.addmm, torch.Tensor.addmm, "addmm", _addmm),
+        (torch.diff, torch.Tensor.diff, "diff", _diff),
+        (torch.cat, None, None, _cat),
+        (torch.nn.functional.embedding, None, None, _embedding),
+        (None, torch.Tensor.new_ones, "new_ones", _new_ones),
+        (None, torch.Tensor.new_zeros, "new_zeros", _new_zeros),
+        (None, torch.Tensor.new_full, "new_full", _new_full),
+        (None, torch.Tensor.new_empty, "new_empty", _new_empty),
     )
-    rows = []
-    for function, method, decomposition in table:
-        # the decomposition itself too: a tensor proxy's method (from the method table) is called
-        # through the interpreter, which must run it as an opaque function, as it does a symbol
-        for fn in (function, method, decomposition):
-            if fn is not None:
-                rows.append(item(jit_ext._general_jit_lookaside_map, fn, _lookaside(decomposition), why, label=general))
-        if method is not None:
-            rows.append(item(importlib.import_module("thunder.torch.langctx")._method_name_to_fn_map, method.__name__,
-                             decomposition, why, label=methods))
-    return rows
+    return torch_lookasides.rows(table, why)
