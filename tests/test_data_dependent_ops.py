@@ -304,6 +304,9 @@ ON_SELECTED = {
     "argmax_of_rows": lambda x, m: x[m.any(1)].argmax(1),
     "view_then_broadcast": lambda x, m: x[m].view(-1, 1) * torch.ones(1, 3),
     "cumsum": lambda x, m: x[m].cumsum(0),
+    # a slice of a dimension whose length was read from data: a mask over its positions
+    "head_of_a_selection": lambda x, m: x[m][:2] * 2,
+    "tail_of_rows_of_a_selection": lambda x, m: x[m.any(1)][1:] * 3,
 }
 
 
@@ -348,3 +351,25 @@ def test_one_compile_over_values_and_shapes(enabled, family, name):
 @pytest.mark.parametrize("family, name", CASES, ids=CASE_IDS)
 def test_traces_pass_both_checkers(enabled, family, name):
     _check_traces(FAMILIES[family][1](name, SHAPES[:1], tries=1))
+
+
+def _selection_and_counts(x, w, m):
+    h = torch.relu(x[m.any(1)] @ w)
+    counts = torch.bincount(m.sum(1), minlength=x.shape[1])
+    return h.sum(0) * counts[: w.shape[1]].float().sum() + counts[1:].float().mean()
+
+
+def test_sizes_read_from_data_under_torch_compile_ex_with_grad_on_weights_only(enabled):
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    jf = thunder.jit(_selection_and_counts, cache="symbolic values", executors=[torch_compile_ex])
+    generator = torch.Generator().manual_seed(6)
+    for rows in (3, 5, 8):
+        x, w = torch.randn(rows, 4, generator=generator), torch.randn(4, 4, generator=generator, requires_grad=True)
+        for m in _masks((rows, 4), generator):
+            expected, actual = _selection_and_counts(x, w, m), jf(x, w, m)
+            torch.testing.assert_close(actual, expected, equal_nan=True)
+            (expected_grad,) = torch.autograd.grad(expected.sum(), w)
+            (actual_grad,) = torch.autograd.grad(actual.sum(), w)
+            torch.testing.assert_close(actual_grad, expected_grad, equal_nan=True)
+    assert thunder.cache_misses(jf) == 1

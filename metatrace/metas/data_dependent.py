@@ -199,30 +199,42 @@ def _is_data_slice(k) -> bool:
     return isinstance(k, slice) and (_valueless(k.start) or _valueless(k.stop)) and not _valueless(k.step)
 
 
+def _is_partial(k) -> bool:
+    return isinstance(k, slice) and not (k.start is None and k.stop is None and k.step is None)
+
+
 def _slices_read_from_data(a: TensorProxy, key) -> dict | None:
     """{position in the key: output dimension} of the key's slices with a bound read from tensor
-    data, or None where there is none (or the key has tensor indices: thunder's path)."""
+    data, or of a dimension whose length is (``counts[:4]`` of a ``bincount``), or None where
+    there is none (or the key has tensor indices: thunder's path)."""
     elements = key if isinstance(key, tuple) else (key,)
-    if not any(map(_is_data_slice, elements)) or any(_is_tensor(k) or isinstance(k, (bool, list)) for k in elements):
+    if any(_is_tensor(k) or isinstance(k, (bool, list)) or (isinstance(k, slice) and _valueless(k.step))
+           for k in elements):
         return None
     consuming = sum(1 for k in elements if k is not None and k is not Ellipsis)
-    positions, out_dim = {}, 0
+    if consuming > a.ndim:
+        return None
+    positions, out_dim, in_dim = {}, 0, 0
     for i, k in enumerate(elements):
         if k is Ellipsis:
             out_dim += a.ndim - consuming
+            in_dim += a.ndim - consuming
         elif k is None:
             out_dim += 1
         elif isinstance(k, slice):
-            if _is_data_slice(k):
+            if _is_data_slice(k) or (_is_partial(k) and unbacked.is_unbacked(a.shape[in_dim])):
                 positions[i] = out_dim
             out_dim += 1
-    return positions
+            in_dim += 1
+        else:  # an integer index
+            in_dim += 1
+    return positions or None
 
 
 def _getitem_with_data_slices(a: TensorProxy, key, positions: dict) -> TensorProxy:
     elements = key if isinstance(key, tuple) else (key,)
     static = tuple(slice(None) if i in positions else k for i, k in enumerate(elements))
-    whole = all(isinstance(k, slice) and k.start is None and k.stop is None and k.step is None for k in static)
+    whole = not any(_is_partial(k) or not isinstance(k, slice) for k in static)
     y = a if whole else ltorch.getitem(a, static)
     for i, dim in positions.items():
         y = _slice_dim(y, dim, elements[i])

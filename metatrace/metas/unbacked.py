@@ -215,6 +215,9 @@ _OBLIVIOUS_SITES = {
     # time as eager does, for any other n the check holds
     ("thunder/torch/__init__.py", "_reduction"): {("ne", 0): True, ("eq", 0): False},
     ("/metas.py", "_argmin_argmax_meta"): {("eq", 0): False, ("ne", 0): True},
+    # ``not (a.shape[dim] == 0 and index.numel > 0)``: indexing an empty dimension with a
+    # nonempty index; for n = 0 torch's index_select checks every index at run time
+    ("/metas.py", "take_meta"): {("eq", 0): False, ("ne", 0): True},
     # ``g.numel() <= 1 or g.shape[dim] == 1``: flip, cumsum, flip is eager's gradient for 0 and 1
     # elements as well
     ("thunder/core/transforms.py", "cumsum_backward"): {("le", 1): False, ("gt", 1): True, ("eq", 1): False},
