@@ -23,32 +23,14 @@ import torch
 from thunder.core.compile_data import _compile_data, using_symbolic_values
 from thunder.core.proxies import Proxy
 
-from metatrace.guards import provenance
+from metatrace.guards import classify, provenance
+from metatrace.guards.classify import ExpectedArgument, Kind
 from metatrace.guards.collect import GuardFailure
 from metatrace.guards.explain import record_rejection
 from metatrace.guards.provenance import Root
 from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
 
-CONTAINERS = (list, tuple, dict, slice)
-NUMBER_TYPES = (int, float, complex)  # guarded by type under symbolic values (bool is a value type)
-# Leaves guarded by value: a trace bakes them in as constants.
-VALUE_TYPES = (str, bool, torch.dtype, torch.device, torch.layout, torch.memory_format)
-
-
-def describe(x: Any) -> Any:
-    if type(x) in (list, tuple):
-        return (type(x).__name__, tuple(describe(e) for e in x))
-    if type(x) is dict:
-        return ("dict", tuple((k, describe(v)) for k, v in x.items()))
-    if type(x) is slice:
-        return ("slice", describe(x.start), describe(x.stop), describe(x.step))
-    if isinstance(x, torch.Tensor):
-        return "tensor"
-    if type(x) in (int, float, complex):
-        return type(x).__name__
-    if x is None or x is Ellipsis or type(x) in VALUE_TYPES:
-        return ("value", x)
-    return type(x).__name__
+# What is checked how: ``metatrace.guards.classify`` (one table for every value of the arguments).
 
 
 class StructureMismatch(MetatraceError):
@@ -97,6 +79,8 @@ def check_failed(text: str, kind: type[Exception], check_id: str | None = None) 
 
 
 ALIAS = ("alias of an earlier argument",)
+# Objects one argument may share with another: the trace reads and writes them through either.
+_MUTABLE = (Kind.CONTAINER, Kind.DATA)
 
 
 class NumberTypes(tuple):
@@ -145,9 +129,7 @@ def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
             raise check_failed("argument aliasing changed: the trace used one object for both arguments",
                                StructureMismatch, structure_id)
         return
-    if describe(value) != EXPECTED[structure_id]:
-        raise check_failed(f"argument structure changed: expected {EXPECTED[structure_id]}, got {describe(value)}",
-                           StructureMismatch, structure_id)
+    raise MetatraceError(f"unknown expected structure {structure_id}: {expected!r}")
 
 
 class StructureConstraint:
@@ -192,9 +174,10 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
     items = [(Root.ARGS, i, a) for i, a in enumerate(args)]
     items += [(Root.KWARGS, k, v) for k, v in kwargs.items()]
     for source, key, value in items:
-        if isinstance(value, torch.Tensor):
-            continue  # thunder's own checks and metatrace's guards cover what the trace read
-        if type(value) in NUMBER_TYPES:
+        kind = classify.kind(value)
+        if kind is Kind.TENSOR or kind is Kind.MODULE:
+            continue  # thunder's checks of tensors, metatrace's of module state cover what the trace read
+        if kind is Kind.NUMBER:
             if symbolic:  # (constant values: thunder checks type and value)
                 proxy = unpacked.get((source, key))
                 if proxy is None:
@@ -202,28 +185,22 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
                         proxy = _argument_proxy(source, key)
                 numbers.append((proxy, type(value)))
             continue
-        if (
-            type(value) not in CONTAINERS
-            and value is not None
-            and value is not Ellipsis
-            and type(value) not in VALUE_TYPES
-        ):
-            continue  # modules, functions, ...: thunder's provenance tracking covers them
         structure_id = new_id("s")
         with tracectx(trace):
             proxy = _argument_proxy(source, key)
         where = f"args[{key}]" if source is Root.ARGS else f"kwargs[{key!r}]"
-        if type(value) in CONTAINERS and id(value) in first_seen:
+        if kind in _MUTABLE and id(value) in first_seen:
             # The trace read one object through both arguments: a call with two objects must miss.
             EXPECTED[structure_id] = ALIAS
             ctx.add_constraint((StructureConstraint(structure_id), proxy, first_seen[id(value)]))
             texts.append(f"{where} is the same object as an earlier argument")
             continue
-        if type(value) in CONTAINERS:
+        if kind in _MUTABLE:
             first_seen[id(value)] = proxy
-        EXPECTED[structure_id] = describe(value)
+        matcher = classify.expect(value)
+        EXPECTED[structure_id] = ExpectedArgument(matcher, classify.text(where, matcher))
         ctx.add_constraint((StructureConstraint(structure_id), proxy))
-        texts.append(f"structure of {where}: {EXPECTED[structure_id]}")
+        texts.append(EXPECTED[structure_id].text)
     if len(kwargs) > 1:
         structure_id = new_id("s")
         EXPECTED[structure_id] = KeywordOrder(kwargs)
