@@ -167,6 +167,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
     from thunder.core.trace import tracectx
 
     unpacked = _unpacked_arguments(inputs)
+    parameters = provenance.parameter_names(session(ctx).fn)
     texts = []
     symbolic = using_symbolic_values()
     numbers: list[tuple[Proxy, type]] = []  # (argument proxy, its type)
@@ -189,6 +190,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
         with tracectx(trace):
             proxy = _argument_proxy(source, key)
         where = f"args[{key}]" if source is Root.ARGS else f"kwargs[{key!r}]"
+        where = provenance.argument_name(proxy.history, parameters) or where
         if kind in _MUTABLE and id(value) in first_seen:
             # The trace read one object through both arguments: a call with two objects must miss.
             EXPECTED[structure_id] = ALIAS

@@ -29,7 +29,8 @@ import torch
 from thunder.core.interpreter import ProvenanceRecord
 from thunder.core.proxies import Proxy
 
-from metatrace.guards import provenance
+from metatrace.guards import classify, provenance
+from metatrace.guards.classify import ExpectedArgument
 from metatrace.guards.compile_session import session
 from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
 
@@ -150,9 +151,11 @@ class ValueConstraint:
         structure_symbol()(self.value_id, value_proxy, *more_proxies)
 
 
-def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source: str | None = None) -> None:
-    """Adds a prologue check that the value read through ``record`` has ``value``'s contents.
-    Once per provenance and trace (the compile session's ``value_checks``)."""
+def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source: str | None = None,
+                    matcher: Any = None) -> None:
+    """Adds a prologue check that the value read through ``record`` has ``value``'s contents (or,
+    given a ``metatrace.guards.classify`` ``matcher``, matches it). Once per provenance and trace
+    (the compile session's ``value_checks``)."""
     checked = session(ctx).value_checks
     key = provenance.key(record)
     if key in checked:
@@ -160,7 +163,10 @@ def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source:
     checked.add(key)
     value_id = new_id("v")
     source = source or provenance.text(record, session(ctx).fn)
-    EXPECTED[value_id] = ExpectedValue(value, f"{source} == {_short_repr(value)} ({why})")
+    if matcher is None:
+        EXPECTED[value_id] = ExpectedValue(value, f"{source} == {_short_repr(value)} ({why})")
+    else:
+        EXPECTED[value_id] = ExpectedArgument(matcher, f"{classify.text(source, matcher)} ({why})")
     from thunder.core.trace import tracectx
 
     with tracectx(ctx.computation_trace):
