@@ -159,7 +159,7 @@ class TypeIs:
         return type(v) is self.cls
 
     def __repr__(self) -> str:
-        return f"a {self.cls.__qualname__}"
+        return self.cls.__qualname__
 
 
 class Equal:
@@ -295,9 +295,12 @@ _TENSOR = Anything(torch.Tensor, "a tensor")
 
 
 def text(where: str, matcher: Any) -> str:
-    """How explain() names a check: ``args[1] is Mode.A``, ``args[2] == 'ab'``, ``args[0]: list[a int]``."""
+    """How explain() names a check: ``m is Mode.A``, ``s == 'ab'``, ``type(cfg) is Config``,
+    ``l: list[int, is Mode.A]``."""
     if isinstance(matcher, Same):
         return f"{where} {matcher!r}"
+    if isinstance(matcher, TypeIs):
+        return f"type({where}) is {matcher!r}"
     return f"{where} == {matcher!r}" if isinstance(matcher, Equal) else f"{where}: {matcher!r}"
 
 

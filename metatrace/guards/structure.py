@@ -120,6 +120,11 @@ def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
             else:
                 return
         number_types_changed(structure_id, expected, value, *aliased)
+    if type(expected) is ExpectedArgument:  # (metatrace.guards.classify)
+        if not expected.matcher.matches(value):
+            raise check_failed(f"argument changed: expected {expected.text}, got {classify.expect(value)!r}",
+                               StructureMismatch, structure_id)
+        return
     if hasattr(expected, "matches"):  # value_checks.ExpectedValue, called_modules.ExpectedModuleState (all modules)
         if not expected.matches(value, *aliased):
             raise check_failed(f"value changed: expected {expected.text}", StructureMismatch, structure_id)

@@ -14,6 +14,9 @@ of their state.
 
 from __future__ import annotations
 
+import inspect
+import types
+
 import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import WrappedValue
 
@@ -39,6 +42,16 @@ def _read_through_attribute(value: WrappedValue) -> bool:
         value.value) is slice  # (a slice's numbers are proxies; which parts are None is checked here)
 
 
+def _builtin_method_of_its_object(u, step) -> bool:
+    """``obj.name`` is the builtin method ``type(obj).name`` bound to ``obj`` (the object itself is
+    checked where it was read)."""
+    if type(u) is not types.BuiltinMethodType or step is None or step.kind is not provenance.Read.ATTR:
+        return False
+    owner = u.__self__
+    return (owner is not None and not isinstance(owner, types.ModuleType) and isinstance(step.key, str)
+            and type(inspect.getattr_static(type(owner), step.key, None)) is types.MethodDescriptorType)
+
+
 def check_argument_read(value: WrappedValue) -> None:
     if not _read_through_attribute(value):
         return
@@ -53,6 +66,8 @@ def check_argument_read(value: WrappedValue) -> None:
     owner = None
     if step is not None and step.kind is provenance.Read.ATTR:
         owner = provenance.replay(step.base, call=session(ctx).call)  # (a method bound to it: by its function)
+    if _builtin_method_of_its_object(u, step):
+        return  # ``kwargs.items``, ``l.index``: a builtin type's method, code that cannot change
     matcher = classify.expect(u, owner=owner)
     parameters = provenance.parameter_names(session(ctx).fn)
     source = provenance.argument_name(value.provenance, parameters) or provenance.text(value.provenance)
