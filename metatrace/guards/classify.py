@@ -242,7 +242,10 @@ class Slice(Sequence):
     __slots__ = ()
 
     def matches(self, v) -> bool:
-        return type(v) is slice and Sequence.matches(self, (v.start, v.stop, v.step))
+        if type(v) is not slice:
+            return False
+        start, stop, step = self.items
+        return start.matches(v.start) and stop.matches(v.stop) and step.matches(v.step)
 
     def __repr__(self) -> str:
         return f"slice({', '.join(map(repr, self.items))})"
