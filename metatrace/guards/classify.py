@@ -121,7 +121,10 @@ class Identity:
 
 def _short_repr(x: Any, limit: int = 60) -> str:
     try:
-        text = x.__qualname__ if isinstance(x, (type, types.FunctionType)) else repr(x)
+        if isinstance(x, enum.Enum):
+            text = f"{type(x).__qualname__}.{x.name}"
+        else:
+            text = x.__qualname__ if isinstance(x, (type, types.FunctionType)) else repr(x)
     except Exception:  # a user's __repr__ may fail
         text = f"<{type(x).__qualname__} object>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
