@@ -97,10 +97,10 @@ class Identity:
     and the check would then pass for the wrong object. Such objects are kept only as long as
     the jitted function's entries (``metatrace.guards.registry`` releases them with it)."""
 
-    __slots__ = ("ref", "strong", "text")
+    __slots__ = ("ref", "strong", "type_name")
 
     def __init__(self, obj: Any):
-        self.text = _short_repr(obj)
+        self.type_name = type(obj).__qualname__  # (the repr is made when explain() asks: it may cost)
         try:
             self.ref, self.strong = weakref.ref(obj), None
         except TypeError:
@@ -116,7 +116,8 @@ class Identity:
         return obj is not None and v is obj  # (a dead reference matches nothing, not ``None``)
 
     def __repr__(self) -> str:
-        return self.text
+        obj = self.get()
+        return f"<a {self.type_name}, freed>" if obj is None else _short_repr(obj)
 
 
 def _short_repr(x: Any, limit: int = 60) -> str:
