@@ -2,14 +2,16 @@
 
 thunder's prologue checks only what the trace read. An argument the trace never looked into
 (``torch.flip(a, ())`` reads no element of ``()``, so nothing checks its length) or read as a
-constant (``rounding_mode="trunc"``, ``dim=None``, a dtype) is not guarded at all, and a call with
-another one reuses the entry. For every argument that is not a tensor or a number, metatrace adds
-a check of its structure: container types, lengths and dict keys, the types of numbers and
-tensors inside, and the values of the other leaves (strings, None, bools, dtypes, devices).
-Tensors and the values of numbers stay the business of thunder's checks and metatrace's guards:
-a number the trace never read cannot change its result. A number's *type* is checked here:
-thunder's symbolic-values prologue does not check it, and a trace made for ``3`` bakes in what
-``int`` implies (``torch.tensor(n)``'s dtype, ``7 // 2`` against ``7.0 // 2``).
+constant (``rounding_mode="trunc"``, ``dim=None``, a dtype, an enum compared with ``is``, a
+function it calls) is not guarded at all, and a call with another one reused the entry. Every
+argument that is not a tensor, a number or a module gets one check, by the kind
+:mod:`metatrace.guards.classify` gives it: containers by type, length (keys) and every element,
+strings, bools, dtypes, ranges ... by value, enum members, functions and classes by identity,
+plain data objects by type (what the trace reads from them: ``metatrace.interpret.argument_reads``),
+anything else by identity. Tensors and the values of numbers stay the business of thunder's checks
+and metatrace's guards: a number the trace never read cannot change its result. A number's *type*
+is checked here: thunder's symbolic-values prologue does not check it, and a trace made for ``3``
+bakes in what ``int`` implies (``torch.tensor(n)``'s dtype, ``7 // 2`` against ``7.0 // 2``).
 """
 
 from __future__ import annotations
