@@ -242,6 +242,21 @@ def test_the_same_value_again_reuses_the_entry_for_every_kind(enabled):
     assert missed == []
 
 
+def _counting():
+    yield from (1, 2, 3)
+
+
+@pytest.mark.parametrize("make", [lambda: iter([1, 2, 3]), _counting], ids=["list iterator", "generator"])
+def test_an_iterator_read_by_the_trace_follows_eager(enabled, make):
+    """``next(it)`` gives another value on every call from the same object: no entry is reused."""
+    fn = lambda x, it: x * next(it)  # noqa: E731
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    mine, theirs = make(), make()
+    eager = [fn(X, theirs) for _ in range(3)]
+    got = [jf(X, mine) for _ in range(3)]
+    assert _all_same(eager, got)
+
+
 # ---------------------------------------------------------------------------------------------
 # explain() names the checks; an identity check does not keep its object alive
 # ---------------------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ CONTAINER             type, length (dict: keys) and every element, classified ag
 MODULE                its type (its state: ``metatrace.interpret.module_state``, ``called_modules``)
 IDENTITY              ``is`` (enum members, functions, classes, generators: what they are is
                       which object they are); a bound method by ``__func__`` and ``__self__``
+ONCE                  an entry for this call only (iterators, generators: ``next(it)`` in the
+                      trace gave a value the same object never gives again)
 DATA                  its type by identity; each attribute the trace reads is checked where it is
                       read (``metatrace.interpret.state_reads``), so a fresh but equal object
                       reuses the entry
@@ -31,6 +33,7 @@ strongly (:class:`Identity`).
 
 from __future__ import annotations
 
+import collections.abc
 import enum
 import fractions
 import functools
@@ -39,6 +42,8 @@ import weakref
 from typing import Any
 
 import torch
+
+from metatrace.guards.registry import compiled_by_this_call
 
 
 class Kind(enum.Enum):
@@ -49,6 +54,7 @@ class Kind(enum.Enum):
     MODULE = "module"
     IDENTITY = "identity"
     DATA = "data"
+    ONCE = "once"
     DEFAULT = "default"
 
 
@@ -70,8 +76,9 @@ BY_CLASS: tuple[tuple[type | tuple[type, ...], Kind], ...] = (
     (torch.Tensor, Kind.TENSOR),
     (torch.nn.Module, Kind.MODULE),
     ((enum.Enum, types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial, type,
-      types.ModuleType, torch.Generator, types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType),
-     Kind.IDENTITY),
+      types.ModuleType, torch.Generator), Kind.IDENTITY),
+    # an iterator changes as it is read: the trace baked in what ``next`` gave while it was made
+    ((collections.abc.Iterator, types.CoroutineType, types.AsyncGeneratorType), Kind.ONCE),
     ((list, tuple, dict), Kind.CONTAINER),  # namedtuples, torch.Size, OrderedDict: by their own type
 )
 
@@ -275,6 +282,22 @@ class Mapping:
         return f"{self.cls.__name__}{{{', '.join(f'{k!r}: {m!r}' for k, m in zip(self.keys, self.items))}}}"
 
 
+class Once:
+    """Passes only on the call that compiled the entry (thunder runs the new prologue on the same
+    arguments): every later call compiles anew, and its trace reads the iterator as eager does."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, x: Any):
+        self.cls = type(x)
+
+    def matches(self, v) -> bool:
+        return compiled_by_this_call()
+
+    def __repr__(self) -> str:
+        return f"a {self.cls.__qualname__} (once: it changes as it is read)"
+
+
 def expect(x: Any, owner: Any = None) -> Any:
     """The matcher of ``x``'s kind. ``owner``: the object ``x`` was read from as an attribute
     (a method bound to it is checked by its function only)."""
@@ -293,6 +316,8 @@ def expect(x: Any, owner: Any = None) -> Any:
         if isinstance(x, dict):
             return Mapping(x, tuple(expect(v) for v in x.values()))
         return Sequence(x, tuple(expect(e) for e in x))
+    if k is Kind.ONCE:
+        return Once(x)
     if type(x) is types.MethodType:
         return MethodOf(x.__func__) if owner is not None and x.__self__ is owner else BoundMethod(x)
     return Same(x)  # IDENTITY, DEFAULT

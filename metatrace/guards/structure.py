@@ -21,8 +21,7 @@ from metatrace.errors import MetatraceError
 
 from typing import Any
 
-import torch
-from thunder.core.compile_data import _compile_data, using_symbolic_values
+from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import Proxy
 
 from metatrace.guards import classify, provenance
@@ -30,7 +29,7 @@ from metatrace.guards.classify import ExpectedArgument, Kind
 from metatrace.guards.collect import GuardFailure
 from metatrace.guards.explain import record_rejection
 from metatrace.guards.provenance import Root
-from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
+from metatrace.guards.registry import EXPECTED, compiled_by_this_call, new_id, structure_symbol
 
 # What is checked how: ``metatrace.guards.classify`` (one table for every value of the arguments).
 
@@ -49,24 +48,13 @@ class ChangedWhileTracing(StructureMismatch, GuardFailure):
     """
 
 
-def _compiled_by_this_call() -> bool:
-    """Whether the prologue running now is thunder's check right after a compile: thunder stamps
-    ``last_trace_cache_start`` as a call begins and ``last_trace_cache_stop`` only when no entry
-    matched, before it compiles (thunder/__init__.py, ``get_computation_and_inputs``)."""
-    try:
-        _, cs = _compile_data.get()
-    except LookupError:
-        return False
-    return cs is not None and cs.last_trace_cache_stop >= cs.last_trace_cache_start >= 0
-
-
 def check_failed(text: str, kind: type[Exception], check_id: str | None = None) -> Exception:
     """The exception for a failing prologue check: ``kind(text)``, or on the call that compiled the
     entry a :class:`ChangedWhileTracing` that says what that means. ``check_id``: the failing
     check's id, remembered for the recompile log (``metatrace.guards.explain.log_miss``)."""
     if check_id is not None:
         record_rejection(check_id, text)
-    if not _compiled_by_this_call():
+    if not compiled_by_this_call():
         return kind(text)
     return ChangedWhileTracing(
         f"{text}, on the call that compiled this entry. The traced function changed a value its "
