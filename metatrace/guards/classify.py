@@ -77,14 +77,17 @@ BY_CLASS: tuple[tuple[type | tuple[type, ...], Kind], ...] = (
     (torch.nn.Module, Kind.MODULE),
     ((enum.Enum, types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial, type,
       types.ModuleType, torch.Generator), Kind.IDENTITY),
+    # ``numpy.float64`` is a float: thunder proxies it like one
+    ((int, float), Kind.NUMBER),
     # an iterator changes as it is read: the trace baked in what ``next`` gave while it was made
     ((collections.abc.Iterator, types.CoroutineType, types.AsyncGeneratorType), Kind.ONCE),
     ((list, tuple, dict), Kind.CONTAINER),  # namedtuples, torch.Size, OrderedDict: by their own type
 )
 
 # What EQUAL compares where ``==`` says too little: equal ranges may differ in ``stop``
-# (``range(0, 4, 2) == range(0, 3, 2)``), ``-0j == 0j`` and NaN is not equal to itself.
-_EQUAL_KEY = {range: lambda r: (r.start, r.stop, r.step), complex: repr}
+# (``range(0, 4, 2) == range(0, 3, 2)``), ``-0j == 0j`` and NaN is not equal to itself (a float
+# is compared by value only where it was baked in: ``expect(exact=True)``).
+_EQUAL_KEY = {range: lambda r: (r.start, r.stop, r.step), complex: repr, float: repr}
 
 
 def kind(x: Any) -> Kind:
@@ -298,29 +301,79 @@ class Once:
         return f"a {self.cls.__qualname__} (once: it changes as it is read)"
 
 
-def expect(x: Any, owner: Any = None) -> Any:
+class DataExact:
+    """A data object read whole by code the prologue cannot replay (``vars(o)``, ``str(o)``): its
+    type and every attribute, numbers by value (what that code read is baked in)."""
+
+    __slots__ = ("cls", "attributes")
+
+    def __init__(self, x: Any, attributes: Mapping):
+        self.cls, self.attributes = type(x), attributes
+
+    def matches(self, v) -> bool:
+        return type(v) is self.cls and self.attributes.matches(vars(v))
+
+    def __repr__(self) -> str:
+        return f"{self.cls.__qualname__}({self.attributes!r})"
+
+
+# An exact matcher of more elements, or deeper (a cycle of objects), is a single-use entry.
+MAX_ELEMENTS, MAX_DEPTH = 4096, 32
+
+
+def expect(x: Any, owner: Any = None, exact: bool = False) -> Any:
     """The matcher of ``x``'s kind. ``owner``: the object ``x`` was read from as an attribute
-    (a method bound to it is checked by its function only)."""
+    (a method bound to it is checked by its function only). ``exact``: numbers by value and data
+    objects with all their attributes (``x`` was read by code the prologue cannot replay)."""
+    if not exact:
+        return _expect(x, owner, None)
+    try:
+        return _expect(x, owner, [MAX_ELEMENTS, 0])
+    except OverflowError:
+        return Once(x)
+
+
+def _expect(x: Any, owner: Any, budget: list[int] | None) -> Any:
+    if budget is not None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise OverflowError("too many elements for an exact check")
     k = kind(x)
+    if budget is not None and k in (Kind.DATA, Kind.CONTAINER):
+        budget[1] += 1
+        try:
+            if budget[1] > MAX_DEPTH:
+                raise OverflowError("too deep for an exact check")
+            return _expect_inside(x, k, budget)
+        finally:
+            budget[1] -= 1
     if k is Kind.TENSOR:
         return _TENSOR
-    if k is Kind.NUMBER or k is Kind.DATA:
-        return TypeIs(type(x))
-    if k is Kind.MODULE:
+    if budget is not None and k is Kind.NUMBER:
+        return Equal(x)
+    if k is Kind.NUMBER or k is Kind.DATA or k is Kind.MODULE:
         return TypeIs(type(x))
     if k is Kind.EQUAL:
         return Equal(x)
     if k is Kind.CONTAINER:
-        if type(x) is slice:
-            return Slice(x, (expect(x.start), expect(x.stop), expect(x.step)))
-        if isinstance(x, dict):
-            return Mapping(x, tuple(expect(v) for v in x.values()))
-        return Sequence(x, tuple(expect(e) for e in x))
+        return _expect_inside(x, k, budget)
     if k is Kind.ONCE:
         return Once(x)
     if type(x) is types.MethodType:
         return MethodOf(x.__func__) if owner is not None and x.__self__ is owner else BoundMethod(x)
     return Same(x)  # IDENTITY, DEFAULT
+
+
+def _expect_inside(x: Any, k: Kind, budget: list[int] | None) -> Any:
+    """A container's matcher, its elements classified again; exact: a data object's too."""
+    if k is Kind.DATA:
+        attributes = vars(x)
+        return DataExact(x, _expect(attributes, None, budget)) if type(attributes) is dict else Same(x)
+    if type(x) is slice:
+        return Slice(x, tuple(_expect(e, None, budget) for e in (x.start, x.stop, x.step)))
+    if isinstance(x, dict):
+        return Mapping(x, tuple(_expect(v, None, budget) for v in x.values()))
+    return Sequence(x, tuple(_expect(e, None, budget) for e in x))
 
 
 _TENSOR = Anything(torch.Tensor, "a tensor")

@@ -18,11 +18,14 @@ import inspect
 import types
 
 import thunder.core.jit_ext as jit_ext
-from thunder.core.interpreter import WrappedValue
+import torch
+from thunder.core.interpreter import PseudoInst, WrappedValue
+from thunder.core.proxies import Proxy
 
 from metatrace.guards import classify, provenance
 from metatrace.guards.classify import Kind
 from metatrace.guards.compile_session import session
+from metatrace.guards.provenance import Root
 from metatrace.guards.value_checks import add_value_check
 
 # Checked elsewhere: thunder's own checks (tensors), its proxies (numbers), module state.
@@ -53,9 +56,14 @@ def _builtin_method_of_its_object(u, step) -> bool:
 
 
 def check_argument_read(value: WrappedValue) -> None:
+    u = value.value
+    if isinstance(u, (Proxy, torch.Tensor)):
+        return  # thunder's
+    if provenance.parse(value.provenance).root is Root.OPAQUE:
+        _check_opaque_inputs(value)
+        return
     if not _read_through_attribute(value):
         return
-    u = value.value
     if classify.kind(u) in _NOT_HERE or not provenance.rooted_in_prologue(value.provenance):
         return
     try:
@@ -72,3 +80,32 @@ def check_argument_read(value: WrappedValue) -> None:
     parameters = provenance.parameter_names(session(ctx).fn)
     source = provenance.argument_name(value.provenance, parameters) or provenance.text(value.provenance)
     add_value_check(ctx, value.provenance, u, "read from an argument", source=source, matcher=matcher)
+
+
+# Records an opaque call's arguments go through on the way to it: its argument tuple and dict.
+_BUILDS = (PseudoInst.BUILD_TUPLE, PseudoInst.BUILD_DICT, PseudoInst.BUILD_NAMEDTUPLE, PseudoInst.OPAQUE)
+
+
+def _check_opaque_inputs(value: WrappedValue) -> None:
+    """``vars(o)["mode"]``, ``str(cfg)``: a value computed from arguments by code whose reads
+    thunder does not record (a builtin, C code). The prologue cannot read it again, so each
+    argument value that code was given is checked whole (numbers by value, data objects with all
+    their attributes: :func:`metatrace.guards.classify.expect` ``exact``)."""
+    try:
+        ctx = jit_ext.get_jit_ctx()
+    except LookupError:
+        return
+    stack, seen = [provenance.parse(value.provenance).base], 0
+    while stack and seen < 64:
+        record = stack.pop()
+        seen += 1
+        for r in record.inputs:
+            if r.inst in _BUILDS:
+                stack.append(r)
+            elif provenance.rooted_in_arguments(r) and provenance.rooted_in_prologue(r):
+                obj = provenance.replay(r, call=session(ctx).call)
+                if obj is NotImplemented or classify.kind(obj) in _NOT_HERE:
+                    continue
+                source = provenance.argument_name(r, provenance.parameter_names(session(ctx).fn)) or "an argument"
+                add_value_check(ctx, r, obj, "read whole by code thunder does not trace", source=source,
+                                matcher=classify.expect(obj, exact=True))
