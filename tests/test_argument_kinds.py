@@ -176,6 +176,7 @@ CASES: dict[str, Case] = {
                                                lambda o: setattr(o, "n", 4)),
     "numpy float": Case(lambda x, n: x * n, lambda: np.float64(2.5), lambda: np.float64(3.5),
                         lambda: np.float64(2.5)),
+    "numpy int": Case(lambda x, n: x * int(n), lambda: np.int64(2), lambda: np.int64(3), lambda: np.int64(2)),
     # the default: type and identity
     "slotted object": Case(lambda x, o: x * o.k, lambda: SLOTTED, lambda: Slotted(4), lambda: Slotted(3),
                            lambda o: setattr(o, "k", 5), reuse_fresh=False),

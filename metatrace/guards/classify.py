@@ -41,6 +41,7 @@ import types
 import weakref
 from typing import Any
 
+import numpy
 import torch
 
 from metatrace.guards.registry import compiled_by_this_call
@@ -79,6 +80,8 @@ BY_CLASS: tuple[tuple[type | tuple[type, ...], Kind], ...] = (
       types.ModuleType, torch.Generator), Kind.IDENTITY),
     # ``numpy.float64`` is a float: thunder proxies it like one
     ((int, float), Kind.NUMBER),
+    # other numpy scalars (``np.int64``, ``np.float32``): thunder bakes them in as constants
+    (numpy.generic, Kind.EQUAL),
     # an iterator changes as it is read: the trace baked in what ``next`` gave while it was made
     ((collections.abc.Iterator, types.CoroutineType, types.AsyncGeneratorType), Kind.ONCE),
     ((list, tuple, dict), Kind.CONTAINER),  # namedtuples, torch.Size, OrderedDict: by their own type

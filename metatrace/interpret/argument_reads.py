@@ -86,6 +86,13 @@ def check_argument_read(value: WrappedValue) -> None:
 _BUILDS = (PseudoInst.BUILD_TUPLE, PseudoInst.BUILD_DICT, PseudoInst.BUILD_NAMEDTUPLE, PseudoInst.OPAQUE)
 
 
+def _constructs(record) -> bool:
+    """An opaque call that makes an object (a class, a ``__new__``: the interpreter's own cells
+    and iterators, ``SimpleNamespace(**kw)``) rather than reading one."""
+    callee = record.inputs[0].value if record.inputs and record.inputs[0].inst is PseudoInst.CONSTANT else None
+    return isinstance(callee, type) or getattr(callee, "__name__", None) == "__new__"
+
+
 def _check_opaque_inputs(value: WrappedValue) -> None:
     """``vars(o)["mode"]``, ``str(cfg)``: a value computed from arguments by code whose reads
     thunder does not record (a builtin, C code). The prologue cannot read it again, so each
@@ -95,13 +102,19 @@ def _check_opaque_inputs(value: WrappedValue) -> None:
         ctx = jit_ext.get_jit_ctx()
     except LookupError:
         return
+    name = provenance.attribute_name(value.provenance)
+    if isinstance(name, str) and name.startswith("__"):
+        return  # the interpreter looking up a method (``__init__``, ``__iter__``)
     stack, seen = [provenance.parse(value.provenance).base], 0
     while stack and seen < 64:
         record = stack.pop()
         seen += 1
+        constructor = record.inst is PseudoInst.OPAQUE and _constructs(record)
         for r in record.inputs:
             if r.inst in _BUILDS:
                 stack.append(r)
+            elif constructor:
+                continue  # (the object is read through its attributes, and what it holds through theirs)
             elif provenance.rooted_in_arguments(r) and provenance.rooted_in_prologue(r):
                 obj = provenance.replay(r, call=session(ctx).call)
                 if obj is NotImplemented or classify.kind(obj) in _NOT_HERE:
