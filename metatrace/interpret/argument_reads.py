@@ -10,6 +10,10 @@ path and trace, by the kind :mod:`metatrace.guards.classify` gives it. Numbers, 
 and complex numbers are thunder's proxify's (symbolic, or static with a check of their value:
 :mod:`metatrace.interpret.value_proxies`), tensors thunder's checks; modules keep the checks
 of their state.
+
+A value that code thunder does not trace computed from arguments (``vars(cfg)["mode"]``: its
+provenance is an opaque call, which the prologue cannot replay) makes each argument value that
+code was given checked whole instead (:func:`_check_opaque_inputs`).
 """
 
 from __future__ import annotations
