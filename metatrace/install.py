@@ -26,6 +26,7 @@ from metatrace.interpret import (
     callee_checks, collector_pacing, container_builtins, custom_getattribute, dropped_stores, interpreter_costs, jit,
     library_state, lookasides, module_state, state_reads, tensor_metadata, unrepeatable_calls, values_as_text,
 )
+from metatrace.mutations import record as mutation_records, replay as mutation_replay
 from metatrace.passes import distributed, fusion_regions, size_producers
 from metatrace.metas import (
     custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, python_executor, torch_decompositions,
@@ -135,6 +136,9 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         renames.patches,
         module_state.patches,
         dropped_stores.patches,
+        # stores into pre-existing objects: recorded, undone after tracing, replayed by the epilogue
+        mutation_records.patches,
+        mutation_replay.patches,
         lookasides.patches,
         custom_getattribute.patches,
         library_state.patches,

@@ -34,6 +34,8 @@ class CompileSession:
     value_checks: set = field(default_factory=set)
     # the check of the modules the trace called (metatrace.interpret.called_modules), once made
     called_modules: Any = None
+    # the stores into objects that existed before the call (metatrace.mutations.log.MutationLog)
+    mutations: Any = None
 
 
 _SESSIONS = WeakTable(CompileSession)  # JitCtx -> CompileSession

@@ -26,6 +26,8 @@ from thunder.core.compile_data import _compile_data
 PROGRAMS: dict[str, Any] = {}
 # Expected argument structures by id (metatrace.guards.structure).
 EXPECTED: dict[str, Any] = {}
+# The epilogue's replays of stores into pre-existing objects by id (metatrace.mutations.replay).
+REPLAYS: dict[str, Any] = {}
 
 _counters: defaultdict[str, itertools.count] = defaultdict(itertools.count)
 # compile stats of a jitted function -> the ids made while compiling for it
@@ -53,6 +55,7 @@ def _release(ids: list[str]) -> None:
     for ident in ids:
         PROGRAMS.pop(ident, None)
         EXPECTED.pop(ident, None)
+        REPLAYS.pop(ident, None)
 
 
 def compiled_by_this_call() -> bool:
@@ -67,7 +70,7 @@ def compiled_by_this_call() -> bool:
 
 
 # The prologue operators registered on the python executor (metatrace.guards.prologue_op), None while disabled.
-_symbols: dict[str, Any] = {"guards": None, "structure": None}
+_symbols: dict[str, Any] = {"guards": None, "structure": None, "replay": None}
 
 
 def set_symbols(guards: Any, structure: Any) -> None:

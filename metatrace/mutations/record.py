@@ -1,0 +1,182 @@
+"""The mutating callables, as one table, and the lookaside that records each call on a
+pre-existing object before running it as thunder would.
+
+A call is recorded when its target existed before the call: its provenance is rooted in the
+call's arguments, the jitted function or module, or the function's globals, closure and
+defaults, and not read through an installed library's module (a library's own state, which
+its own code keeps, is left to thunder as before). A target the trace built itself is the
+trace's business: its mutations are part of the computation.
+
+List methods thunder's interpreter refuses (``sort``, ``insert``, ``remove``, ``clear``,
+``*=``) get Python versions it interprets, for any list: the comparisons ``sort`` makes are
+traced (and guarded) like the user's own.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+
+import thunder.core.interpreter as interpreter
+import thunder.core.jit_ext as jit_ext
+from thunder.core.compile_data import using_symbolic_values
+from thunder.core.interpreter import INTERPRETER_SIGNALS, WrappedValue, _interpret_call
+from thunder.core.proxies import Proxy
+
+from metatrace.guards import provenance
+from metatrace.guards.collect import interpreted_line
+from metatrace.guards.compile_session import session
+from metatrace.mutations.log import Mutation, MutationLog
+from metatrace.mutations.snapshots import restorer
+from metatrace.patching import Patch, item
+
+
+# Python versions of the list methods thunder's interpreter refuses; interpreted, so the
+# comparisons and slice stores they make go through thunder (and this module) like the user's.
+def _list_insert(self, index, value, /):
+    self[index:index] = [value]
+
+
+def _list_remove(self, value, /):
+    for i, item in enumerate(self):
+        if item is value or item == value:
+            del self[i]
+            return
+    raise ValueError("list.remove(x): x not in list")
+
+
+def _list_clear(self, /):
+    del self[:]
+
+
+def _list_imul(self, n, /):
+    self[:] = list(self) * n
+    return self
+
+
+def _list_sort(self, /, *, key=None, reverse=False):
+    keys = [key(x) for x in self] if key is not None else list(self)
+    order = list(range(len(keys)))
+    width = 1
+    while width < len(order):  # bottom-up merge sort: stable, comparing with ``<`` only, as list.sort does
+        merged = []
+        for lo in range(0, len(order), 2 * width):
+            left, right = order[lo:lo + width], order[lo + width:lo + 2 * width]
+            i = j = 0
+            while i < len(left) and j < len(right):
+                a, b = keys[left[i]], keys[right[j]]
+                if (a < b) if reverse else (b < a):
+                    merged.append(right[j])
+                    j += 1
+                else:
+                    merged.append(left[i])
+                    i += 1
+            merged += left[i:] + right[j:]
+        order = merged
+        width *= 2
+    self[:] = [self[i] for i in order]
+
+
+_LIST_METHODS = {list.insert: _list_insert, list.remove: _list_remove, list.clear: _list_clear,
+                 list.__imul__: _list_imul, list.sort: _list_sort}
+
+# What mutates its first argument: the methods of the mutable builtin containers, and the
+# attribute stores. ``True``: the mutation is of the object's attributes, whatever its type.
+MUTATORS: dict = {
+    **{getattr(list, n): False for n in ("append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
+                                         "__setitem__", "__delitem__", "__iadd__", "__imul__")},
+    **{getattr(dict, n): False for n in ("__setitem__", "__delitem__", "pop", "popitem", "setdefault", "update",
+                                         "clear", "__ior__")},
+    **{getattr(collections.OrderedDict, n): False for n in ("__setitem__", "__delitem__", "pop", "popitem",
+                                                            "setdefault", "update", "clear", "move_to_end",
+                                                            "__ior__")},
+    **{getattr(set, n): False for n in ("add", "discard", "remove", "pop", "clear", "update", "difference_update",
+                                        "intersection_update", "symmetric_difference_update", "__ior__", "__iand__",
+                                        "__isub__", "__ixor__")},
+    setattr: True, delattr: True, object.__setattr__: True, object.__delattr__: True,
+}
+
+
+def current_log() -> MutationLog | None:
+    """The mutation log of the compile running now (symbolic values only), else None."""
+    try:
+        ctx = jit_ext.get_jit_ctx()
+    except LookupError:
+        return None
+    if not using_symbolic_values():
+        return None
+    compile_session = session(ctx)
+    if compile_session.mutations is None:
+        compile_session.mutations = MutationLog()
+    return compile_session.mutations
+
+
+def _unmutated(pr):
+    """The record of the object as the call gave it (thunder re-records a list as it is appended to)."""
+    while pr is not None and pr.inst in (interpreter.PseudoInst.LIST_APPEND, interpreter.PseudoInst.LIST_EXTEND):
+        pr = pr.inputs[0]
+    return pr
+
+
+_PRE_EXISTING_ROOTS = (provenance.Root.ARGS, provenance.Root.KWARGS, provenance.Root.FUNCTION)
+
+
+def source(log: MutationLog, wrapped: WrappedValue):
+    """The record the prologue reads ``wrapped``'s object by, if the object existed before the call, else None."""
+    obj = wrapped.value
+    known = log.sources.get(id(obj))
+    if known is not None and known[0] is obj:
+        return known[1]
+    if isinstance(obj, Proxy):
+        return None
+    pr = _unmutated(getattr(wrapped, "provenance", None))
+    if provenance.parse(pr).root not in _PRE_EXISTING_ROOTS or provenance.through_library_module(pr):
+        return None
+    log.sources[id(obj)] = (obj, pr)
+    return pr
+
+
+def _recording(fn, inner, attributes: bool):
+    def lookaside(target, *args, **kwargs):
+        log = current_log()
+        if log is None or not isinstance(target, WrappedValue) or source(log, target) is None:
+            return inner(target, *args, **kwargs)
+        obj = target.value
+        if id(obj) not in log.snapshots:
+            log.snapshots[id(obj)] = (obj, restorer(obj, attributes=attributes, where=interpreted_line()))
+        outermost = log.depth == 0
+        log.depth += 1
+        try:
+            result = inner(target, *args, **kwargs)
+        finally:
+            log.depth -= 1
+        if outermost and result is not INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+            log.mutations.append(Mutation(fn, obj, args, kwargs, interpreted_line()))
+        return result
+
+    return lookaside
+
+
+def _inner(fn, previous):
+    """How thunder runs ``fn``: its general lookaside, its interpreter's provenance-tracking one,
+    metatrace's Python version, or the call itself on unwrapped values (an opaque call)."""
+    if previous is not None:
+        return previous
+    if fn in _LIST_METHODS:
+        python_version = _LIST_METHODS[fn]
+        return lambda *args, **kwargs: _interpret_call(python_version, *args, **kwargs)
+    tracking = interpreter._default_provenance_tracking_lookaside_map.get(fn)
+    if tracking is not None:
+        return tracking
+    return jit_ext.interpreter_needs_wrap(fn)
+
+
+def patches() -> list[Patch]:
+    return [
+        item(jit_ext._general_jit_lookaside_map, fn,
+             functools.partial(lambda fn, attributes, previous: _recording(fn, _inner(fn, previous), attributes),
+                               fn, attributes),
+             "a mutation of an object that existed before the call is recorded, undone and replayed every call",
+             wrap=True, label="thunder.core.jit_ext._general_jit_lookaside_map")
+        for fn, attributes in MUTATORS.items()
+    ]

@@ -1,0 +1,164 @@
+"""The epilogue operator that replays the recorded stores, and the undo after tracing.
+
+After thunder interprets the function (``jit_ext.process_recorded_modifications``, still inside
+the computation trace), the recorded mutations become one :class:`ReplayPlan` and one bound
+symbol ``metatrace_replay('r3', ...)`` in the epilogue, whose arguments are the targets (thunder's
+prologue unpacks them from their provenance, as it does for its own ``pack_attr``) and the
+stored tensors and numbers (the computation returns them). thunder runs the epilogue after every
+call, so the stores happen on every call, with that call's values, in the order the function
+made them. thunder's own records of the same stores (``pack_attr``/``pack_buffer`` of a module's
+member dicts, which it writes back only for proxied objects) are dropped: one mechanism, once.
+
+When tracing ends (``jit_ext.jit_ctx`` exits, normally or by an exception), every pre-existing
+object the trace mutated is restored from its snapshot, so no proxy is left in the caller's
+objects and the first call's own replay starts from the state eager would see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass
+
+import thunder.core.jit_ext as jit_ext
+from thunder.core.prims import OpTags
+from thunder.core.proxies import Proxy
+from thunder.core.trace import tracectx
+
+from metatrace.guards import provenance, registry
+from metatrace.guards.compile_session import session
+from metatrace.mutations.templates import Templates
+from metatrace.patching import Patch, attribute, item
+
+NAME = "metatrace_replay"
+
+
+@dataclass(frozen=True)
+class ReplayStep:
+    fn: object  # the mutating callable, unbound (list.append, setattr)
+    target: object  # templates
+    args: tuple
+    kwargs: tuple  # (name, template) pairs
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    steps: tuple
+
+    def run(self, leaves: tuple) -> None:
+        memo: dict = {}
+        for step in self.steps:
+            step.fn(step.target.build(leaves, memo), *(a.build(leaves, memo) for a in step.args),
+                    **{k: v.build(leaves, memo) for k, v in step.kwargs})
+
+
+def _replay(plan_id: str, *leaves) -> None:
+    registry.REPLAYS[plan_id].run(leaves)
+
+
+def _meta(plan_id: str, *leaves) -> None:
+    return None
+
+
+def _plan(log, computation_trace, epilogue_trace) -> tuple[ReplayPlan, list]:
+    proxies: dict[int, Proxy] = {}
+
+    def object_proxy(pr) -> Proxy:
+        """The target as the epilogue receives it: thunder's proxy of the record if it made one
+        (its prologue unpacks that), else a new one the prologue unpacks from the record."""
+        proxy = getattr(pr, "proxy", None) or proxies.get(id(pr))
+        if proxy is None:
+            with tracectx(computation_trace):  # named in the computation's namespace, as thunder does
+                proxy = proxies[id(pr)] = Proxy(history=pr)
+            epilogue_trace.add_name(proxy.name)
+        return proxy
+
+    templates = Templates(log, object_proxy)
+    steps = []
+    for m in log.mutations:
+        where = m.line or "the jitted function"
+        steps.append(ReplayStep(m.fn, templates.target(m.target), tuple(templates.of(a, where) for a in m.args),
+                                tuple((k, templates.of(v, where)) for k, v in m.kwargs.items())))
+    return ReplayPlan(tuple(steps)), templates.leaves
+
+
+def _replayed(log):
+    """Whether thunder's record of stores into a dict is covered by the replay: the dict is
+    snapshotted, or it is the ``__dict__`` of a snapshotted object (as thunder reads it: its
+    wrapper may hold another dict object than ``vars(obj)``, so the provenance decides too)."""
+    ids, keys = set(), set()
+    for obj, _ in log.snapshots.values():
+        ids.add(id(obj))
+        known = log.sources.get(id(obj))
+        if known is not None and known[0] is obj:
+            keys.add(provenance.key(known[1]))
+
+    def covered(modified) -> bool:
+        if id(modified.value) in ids:
+            return True
+        pr = getattr(modified, "provenance", None)
+        if pr is None:
+            return False
+        if provenance.key(pr) in keys:
+            return True
+        step = provenance.last_read(pr)
+        return step is not None and step.key == "__dict__" and provenance.key(step.base) in keys
+
+    return covered
+
+
+def _process(original):
+    @functools.wraps(original)
+    def process_recorded_modifications(ctx, epilogue_trace):
+        log = session(ctx).mutations
+        if log is not None and log.snapshots:
+            # thunder's records of stores into the objects replayed here: written once, by the replay
+            covered = _replayed(log)
+            for modified in [m for m in ctx._additional_outputs if covered(m)]:
+                del ctx._additional_outputs[modified]
+        if log is not None and log.mutations:
+            from thunder.core.trace import get_tracectx
+
+            plan, leaves = _plan(log, get_tracectx(), epilogue_trace)
+            plan_id = registry.new_id("r")
+            registry.REPLAYS[plan_id] = plan
+            with tracectx(epilogue_trace):
+                bsym = registry._symbols["replay"].bind(plan_id, *leaves, output=None)
+            epilogue_trace.bound_symbols.append(bsym)
+        return original(ctx, epilogue_trace)
+
+    return process_recorded_modifications
+
+
+def _jit_ctx(original):
+    @contextlib.contextmanager
+    def jit_ctx(ctx):
+        try:
+            with original(ctx):
+                yield
+        finally:
+            log = session(ctx).mutations
+            if log is not None:
+                log.undo()
+
+    return jit_ctx
+
+
+def _operator(previous):
+    from thunder.executors.pythonex import ex
+
+    assert previous is None, f"{NAME} is already registered on the python executor"
+    return ex.register_operator(NAME, meta=_meta, fn=_replay, tags=[OpTags.DONT_DCE])
+
+
+def patches() -> list[Patch]:
+    from thunder.executors.pythonex import ex
+
+    why = "the epilogue replays stores into objects that existed before the call"
+    return [
+        item(ex.opmap, NAME, _operator, why, wrap=True, label="executor python.opmap"),
+        item(registry._symbols, "replay", lambda _: ex.opmap[NAME], why, wrap=True,
+             label="metatrace.guards.registry"),
+        attribute(jit_ext, "process_recorded_modifications", _process, why, wrap=True),
+        attribute(jit_ext, "jit_ctx", _jit_ctx, "objects the trace mutated are restored when tracing ends", wrap=True),
+    ]
