@@ -9,6 +9,7 @@ sequences; or that both raised the same exception type.
 from __future__ import annotations
 
 import contextlib
+import types
 from collections import defaultdict
 from dataclasses import dataclass, field
 from numbers import Number
@@ -70,3 +71,73 @@ def compare_metas():
         yield log
     finally:
         recording.OBSERVER = previous
+
+
+# ---------------------------------------------------------------------------------------------
+# The sentinel: no thunder proxy is left in the caller's objects after a jitted call
+# ---------------------------------------------------------------------------------------------
+
+# Not walked into: code and library modules (a proxy there is thunder's business), and tensors.
+_OPAQUE_KINDS = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                 str, bytes, int, float, complex, bool, type(None))
+
+
+def reachable_proxies(roots: dict, *, limit: int = 100_000) -> list[str]:
+    """The paths (``acc[0]``, ``cfg.last``, ``self._buffers['b']``) from ``roots`` (name ->
+    object) to every thunder ``Proxy`` reachable through containers and object attributes:
+    after a jitted call there must be none (metatrace replays stores with real values)."""
+    import torch
+    from thunder.core.proxies import Proxy
+
+    found, seen = [], set()
+    stack = [(name, obj) for name, obj in roots.items()]
+    while stack and len(seen) < limit:
+        path, obj = stack.pop()
+        if isinstance(obj, Proxy):
+            found.append(path)
+            continue
+        if id(obj) in seen or isinstance(obj, _OPAQUE_KINDS) or isinstance(obj, torch.Tensor):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, dict):
+            stack += [(f"{path}[{k!r}]", v) for k, v in list(obj.items())]
+            stack += [(f"{path} key {k!r}", k) for k in list(obj) if isinstance(k, Proxy)]
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack += [(f"{path}[{i}]", v) for i, v in enumerate(list(obj))]
+        else:
+            attributes = getattr(obj, "__dict__", None)
+            if isinstance(attributes, dict):
+                stack += [(f"{path}.{k}", v) for k, v in list(attributes.items())]
+            for cls in type(obj).__mro__:
+                for slot in cls.__dict__.get("__slots__", ()):
+                    if isinstance(slot, str) and slot not in ("__dict__", "__weakref__") and hasattr(obj, slot):
+                        stack.append((f"{path}.{slot}", getattr(obj, slot)))
+    return sorted(found)
+
+
+def state_of_call(fn, args: tuple, kwargs: dict) -> dict:
+    """What a call could have written to, named: its arguments, the module or function itself,
+    and the function's globals and closure that its code names (modules and code excluded)."""
+    roots = {f"args[{i}]": a for i, a in enumerate(args)} | {f"kwargs[{k!r}]": v for k, v in kwargs.items()}
+    target = getattr(fn, "_model", fn)  # a ThunderModule's user module
+    if not isinstance(target, types.FunctionType):
+        roots["self"] = target
+        target = getattr(type(target), "forward", None)
+    code = getattr(target, "__code__", None)
+    if code is not None:
+        for name in code.co_names:
+            if name in target.__globals__:
+                roots[name] = target.__globals__[name]
+        for name, cell in zip(code.co_freevars, target.__closure__ or ()):
+            try:
+                roots[name] = cell.cell_contents
+            except ValueError:
+                pass
+    return roots
+
+
+def assert_no_proxies_after(fn, args: tuple = (), kwargs: dict | None = None) -> None:
+    """Fails naming every path from the call's state to a thunder proxy."""
+    leaked = reachable_proxies(state_of_call(fn, args, kwargs or {}))
+    if leaked:
+        raise AssertionError(f"thunder proxies left in the caller's objects after a jitted call: {', '.join(leaked)}")

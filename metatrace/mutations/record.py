@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import collections
 import functools
+import operator
+import types
 
 import thunder.core.interpreter as interpreter
 import thunder.core.jit_ext as jit_ext
@@ -77,8 +79,38 @@ def _list_sort(self, /, *, key=None, reverse=False):
     self[:] = [self[i] for i in order]
 
 
-_LIST_METHODS = {list.insert: _list_insert, list.remove: _list_remove, list.clear: _list_clear,
-                 list.__imul__: _list_imul, list.sort: _list_sort}
+# The operator module's statement functions, as the statements they are: interpreted, the
+# store reaches the container's own (recorded) method instead of mutating it inside C code.
+def _setitem(a, b, c, /):
+    a[b] = c
+
+
+def _delitem(a, b, /):
+    del a[b]
+
+
+def _in_place(op):
+    namespace: dict = {}
+    exec(f"def in_place(a, b, /):\n    a {op}= b\n    return a", namespace)
+    return namespace["in_place"]
+
+
+OPERATOR_STATEMENTS = {operator.setitem: _setitem, operator.delitem: _delitem,
+                       **{getattr(operator, f"i{name}"): _in_place(op) for name, op in (
+                           ("add", "+"), ("sub", "-"), ("mul", "*"), ("or", "|"), ("and", "&"), ("xor", "^"),
+                           ("concat", "+"))}}
+
+def _dict_popitem(self, /):
+    # (thunder's version passes ``last=`` to every mapping's popitem; a dict's takes none)
+    if not self:
+        raise KeyError("popitem(): dictionary is empty")
+    key = list(self)[-1]
+    return key, self.pop(key)
+
+
+# Python versions of the methods thunder's interpreter refuses or gets wrong, for every object of the type.
+PYTHON_VERSIONS = {list.insert: _list_insert, list.remove: _list_remove, list.clear: _list_clear,
+                   list.__imul__: _list_imul, list.sort: _list_sort, dict.popitem: _dict_popitem}
 
 # What mutates its first argument: the methods of the mutable builtin containers, and the
 # attribute stores. ``True``: the mutation is of the object's attributes, whatever its type.
@@ -94,6 +126,10 @@ MUTATORS: dict = {
                                         "intersection_update", "symmetric_difference_update", "__ior__", "__iand__",
                                         "__isub__", "__ixor__")},
     setattr: True, delattr: True, object.__setattr__: True, object.__delattr__: True,
+    # C types' own attribute stores (reached from setattr through ``type(o).__setattr__``): run on
+    # the unwrapped values, as the generic store they are; thunder would otherwise take one with a
+    # tensor argument for an unknown torch operation
+    types.SimpleNamespace.__setattr__: True, types.SimpleNamespace.__delattr__: True,
 }
 
 
@@ -157,22 +193,41 @@ def _recording(fn, inner, attributes: bool):
     return lookaside
 
 
+def _none_wrapped(lookaside):
+    """thunder's ``dict.clear`` lookaside returns a bare None, which its interpreter rejects."""
+
+    def wrapped(*args, **kwargs):
+        result = lookaside(*args, **kwargs)
+        return interpreter.wrap_const(None) if result is None else result
+
+    return wrapped
+
+
 def _inner(fn, previous):
     """How thunder runs ``fn``: its general lookaside, its interpreter's provenance-tracking one,
     metatrace's Python version, or the call itself on unwrapped values (an opaque call)."""
     if previous is not None:
         return previous
-    if fn in _LIST_METHODS:
-        python_version = _LIST_METHODS[fn]
+    if fn in PYTHON_VERSIONS:
+        python_version = PYTHON_VERSIONS[fn]
         return lambda *args, **kwargs: _interpret_call(python_version, *args, **kwargs)
     tracking = interpreter._default_provenance_tracking_lookaside_map.get(fn)
     if tracking is not None:
-        return tracking
+        return _none_wrapped(tracking)
     return jit_ext.interpreter_needs_wrap(fn)
+
+
+def _statement(python_version):
+    return lambda *args, **kwargs: _interpret_call(python_version, *args, **kwargs)
 
 
 def patches() -> list[Patch]:
     return [
+        item(jit_ext._general_jit_lookaside_map, fn, _statement(python_version),
+             "operator.setitem and the in-place operators run as the statements they stand for",
+             label="thunder.core.jit_ext._general_jit_lookaside_map")
+        for fn, python_version in OPERATOR_STATEMENTS.items()
+    ] + [
         item(jit_ext._general_jit_lookaside_map, fn,
              functools.partial(lambda fn, attributes, previous: _recording(fn, _inner(fn, previous), attributes),
                                fn, attributes),

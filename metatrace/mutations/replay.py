@@ -66,7 +66,9 @@ def _plan(log, computation_trace, epilogue_trace) -> tuple[ReplayPlan, list]:
     def object_proxy(pr) -> Proxy:
         """The target as the epilogue receives it: thunder's proxy of the record if it made one
         (its prologue unpacks that), else a new one the prologue unpacks from the record."""
-        proxy = getattr(pr, "proxy", None) or proxies.get(id(pr))
+        proxy = getattr(pr, "proxy", None)
+        if proxy is None:
+            proxy = proxies.get(id(pr))
         if proxy is None:
             with tracectx(computation_trace):  # named in the computation's namespace, as thunder does
                 proxy = proxies[id(pr)] = Proxy(history=pr)
