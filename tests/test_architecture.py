@@ -149,7 +149,7 @@ def test_metatrace_has_no_import_cycles():
 # inside a rewritten meta) imports none; codegen writes and loads metas; proxies, guards and
 # interpret work while thunder interprets the function (the prologue's guard programs are
 # guards', the grad transform's reservation among them); grad and passes run after it.
-PIPELINE = ("metas", "codegen", "proxies", "guards", "interpret", "grad", "passes")
+PIPELINE = ("metas", "codegen", "proxies", "guards", "interpret", "mutations", "grad", "passes")
 
 
 def test_subpackages_import_along_the_pipeline():
