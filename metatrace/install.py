@@ -24,7 +24,8 @@ from metatrace.grad import deferred_guards, requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
     callee_checks, collector_pacing, container_builtins, custom_getattribute, dropped_stores, interpreter_costs, jit,
-    library_state, lookasides, module_state, state_reads, tensor_metadata, unrepeatable_calls, values_as_text,
+    library_state, lookasides, module_state, opaque_calls, state_reads, tensor_metadata, unrepeatable_calls,
+    values_as_text,
 )
 from metatrace.passes import distributed, fusion_regions, size_producers
 from metatrace.metas import (
@@ -144,6 +145,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         tensor_metadata.patches,
         callee_checks.patches,
         unrepeatable_calls.patches,
+        opaque_calls.patches,
         # symbolic numbers: concretizations become guards, arithmetic keeps producers
         number_methods.patches,
         number_semantics.patches,
