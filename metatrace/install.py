@@ -29,8 +29,8 @@ from metatrace.interpret import (
 )
 from metatrace.passes import distributed, fusion_regions, size_producers
 from metatrace.metas import (
-    custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, python_executor, torch_decompositions,
-    torch_executor_fixes, torch_metas,
+    custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, python_executor, raising_symbols,
+    torch_decompositions, torch_executor_fixes, torch_metas,
 )
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
@@ -155,6 +155,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         unbacked_shapes.patches,
         clang_math.patches,
         # torch-level metas; the python executor's number operators and the prologue's guard operators
+        raising_symbols.patches,
         torch_metas.patches,
         torch_decompositions.patches,
         data_dependent_ops.patches,

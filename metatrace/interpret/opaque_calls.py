@@ -76,6 +76,8 @@ _MOVES_OBJECTS = {
     print, super, object.__setattr__, object.__getattribute__, object.__delattr__, object.__init__, object.__new__,
     type.__call__, functools.partial.__call__,
 }
+# The descriptor protocol binds an object (``list.reverse.__get__(items)``): it reads no value.
+_BINDING = ("__get__", "__set__", "__delete__", "__set_name__")
 # Owners whose methods store or move elements (comparisons go through the proxy's own dunders).
 _STORING_OWNERS = (list, tuple, collections.deque, slice, types.SimpleNamespace, functools.partial, super, type)
 # A dict's or set's methods: values are stored, keys are hashed (by value in eager).
@@ -144,6 +146,8 @@ def _kept_positions(fn, args: list) -> set | None:
         if fn in _MOVES_OBJECTS:
             return None
     except TypeError:
+        return None
+    if getattr(fn, "__name__", None) in _BINDING:
         return None
     owner = _owner(fn)
     module = getattr(fn, "__module__", None) or getattr(owner, "__module__", None) or ""
