@@ -147,6 +147,8 @@ def _real_power(a, b):
     (``(-4) ** 0.5``), an int one is real; 0 to a negative power raises ZeroDivisionError."""
     if complex in (number_type(a), number_type(b)):
         return ()
+    if number_type(a) in (bool, int) and number_type(b) in (bool, int):
+        return _int_power(a, b)
     base = () if number_type(b) in (bool, int) else (("ge", 0, 0),)
     return base + (("ne", 0, 0),) if _negative(b) else base
 

@@ -1,0 +1,218 @@
+"""C code never meets a symbol: builtins, math, operator and the methods of int, float and str
+on symbolic numbers return eager's value and type.
+
+A generated matrix, not samples. The callables are discovered: every public callable of
+``builtins``, ``math`` and ``operator`` and every method of ``int``, ``float`` and ``str`` that
+accepts a number in some call shape (``fn(v)``, ``fn(v, 3)``, ``fn(3, v)``, ``v.m()``, ``v.m(3)``,
+``"abcab".m(v)``, ``"abcab".m("a", v)``), crossed with operand classes (a size, an int argument,
+negative, 0, 1, a float, NaN, inf, huge, bool). One jitted function per call shape and operand
+class runs every callable of that shape under its own ``try`` (an exception is a result: its
+type is compared), and is called twice with the value changed (sign, magnitude, 0/1): each
+result's value and type must be eager's. A clear MetatraceError passes only where stock thunder
+under ``cache="constant values"`` fails too (computed here, for those calls only).
+
+Then the number-op table (``metatrace.metas.number_ops``): each row's declared domain against
+Python's own result types over the same operand classes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+
+import pytest
+import thunder
+import torch
+
+import metatrace
+from fuzz_programs import _same
+from metatrace.metas import number_ops
+
+# operand class -> (first value, second value): the second changes sign, magnitude or 0/1
+CLASSES = {
+    "size": (2, 5),
+    "int": (3, 40),
+    "negative": (-3, 3),
+    "zero": (0, 1),
+    "one": (1, 0),
+    "float": (2.5, -2.5),
+    "nan": (math.nan, 1.5),
+    "inf": (math.inf, -math.inf),
+    "huge": (2**70, -(2**70)),
+    "bool": (True, False),
+}
+PROBES = (3, 2.5, True)
+
+# Callables that read no number (identity, iteration, I/O, the interpreter's own machinery) or
+# whose result is not a value (``id``, ``hash`` of NaN is its identity).
+SKIPPED = {
+    "builtins": {"id", "hash", "input", "open", "print", "exit", "quit", "help", "breakpoint", "exec", "eval",
+                 "compile", "__import__", "__build_class__", "globals", "locals", "vars", "dir", "delattr",
+                 "setattr", "getattr", "hasattr", "memoryview", "iter", "next", "aiter", "anext", "super", "object",
+                 "staticmethod", "classmethod", "property", "type", "issubclass", "isinstance", "callable",
+                 "enumerate", "zip", "map", "filter", "reversed", "sorted", "sum", "min", "max", "all", "any",
+                 "len", "list", "tuple", "dict", "set", "frozenset", "copyright", "credits", "license", "repr"},
+    "operator": {"attrgetter", "itemgetter", "methodcaller", "call", "__call__", "is_", "is_not"},
+    "math": set(),
+}
+SKIPPED_METHODS = {"__getattribute__", "__setattr__", "__delattr__", "__init__", "__new__", "__init_subclass__",
+                   "__reduce__", "__reduce_ex__", "__sizeof__", "__dir__", "__subclasshook__", "__class__",
+                   "__getnewargs__", "__hash__", "__repr__", "__str__", "__doc__", "__getstate__"}
+
+
+def _callables(namespace) -> list[tuple[str, object]]:
+    module = {"builtins": builtins, "math": math, "operator": operator}[namespace]
+    return [(f"{namespace}.{name}", getattr(module, name)) for name in sorted(dir(module))
+            if not (name.startswith("_") and namespace != "operator") and name not in SKIPPED[namespace]
+            and callable(getattr(module, name)) and not isinstance(getattr(module, name), type(BaseException))
+            and not (isinstance(getattr(module, name), type) and issubclass(getattr(module, name), BaseException))]
+
+
+def _shapes():
+    """(shape name, [(label, call of v)]) for every call shape; calls bind their callable now."""
+    shapes = {"f(v)": [], "f(v, 3)": [], "f(3, v)": [], "v.m()": [], "v.m(3)": [], "v.attr": [], "s.m(v)": [],
+              "s.m('a', v)": []}
+    for namespace in ("builtins", "math", "operator"):
+        for label, fn in _callables(namespace):
+            shapes["f(v)"].append((label, lambda v, fn=fn: fn(v)))
+            shapes["f(v, 3)"].append((label, lambda v, fn=fn: fn(v, 3)))
+            shapes["f(3, v)"].append((label, lambda v, fn=fn: fn(3, v)))
+    for typ in (int, float):
+        for name in sorted(dir(typ)):
+            if name in SKIPPED_METHODS or (name.startswith("__") and name[2:-2] in ("eq", "ne", "lt", "le", "gt", "ge")):
+                continue
+            label = f"{typ.__name__}.{name}"
+            if callable(getattr(typ, name)):
+                shapes["v.m()"].append((label, lambda v, name=name: getattr(v, name)()))
+                shapes["v.m(3)"].append((label, lambda v, name=name: getattr(v, name)(3)))
+            else:
+                shapes["v.attr"].append((label, lambda v, name=name: getattr(v, name)))
+    for name in sorted(dir(str)):
+        if name not in SKIPPED_METHODS:
+            shapes["s.m(v)"].append((f"str.{name}", lambda v, name=name: getattr("abcab", name)(v)))
+            shapes["s.m('a', v)"].append((f"str.{name}", lambda v, name=name: getattr("abcab", name)("a", v)))
+    return {shape: [c for c in calls if _accepts_numbers(c[1])] for shape, calls in shapes.items()}
+
+
+def _accepts_numbers(call) -> bool:
+    """Eager runs it on some number without a TypeError or AttributeError (a call shape it takes)."""
+    for v in PROBES:
+        try:
+            call(v)
+            return True
+        except (TypeError, AttributeError):
+            continue
+        except Exception:
+            return True
+    return False
+
+
+def _result(call, v):
+    try:
+        return call(v)
+    except Exception as e:
+        return type(e)
+
+
+SHAPES = _shapes()
+# (the exponent's position: 3 ** 2**70 has 2**70 digits, a huge second operand is left out)
+LEFT_OUT = {("f(3, v)", "huge"), ("v.m(3)", "huge"), ("s.m(v)", "huge"), ("s.m('a', v)", "huge")}
+
+
+def _group(calls, from_size: bool):
+    """One jitted function over every call of a shape; the number is ``x.shape[0]`` or ``v``."""
+
+    def run_all(x, v):
+        n = x.shape[0] if from_size else v
+        out = []
+        for _, call in calls:
+            try:
+                out.append(call(n))
+            except Exception as e:
+                out.append(type(e))
+        return out
+
+    return run_all
+
+
+def _arguments(cls: str, value):
+    return (torch.ones(value), 0) if cls == "size" else (torch.ones(2), value)
+
+
+def _stock_fails(call, cls: str, value) -> bool:
+    """Stock thunder (metatrace disabled) under constant values fails this call or differs from eager."""
+    expected = _result(call, value)
+    metatrace.disable()
+    try:
+        jf = thunder.jit(lambda x, v: _result(call, x.shape[0] if cls == "size" else v), cache="constant values")
+        try:
+            got = jf(*_arguments(cls, value))
+        except Exception:
+            return True
+        return not _same(expected, got)
+    finally:
+        metatrace.enable()
+
+
+@pytest.mark.parametrize("cls", sorted(CLASSES))
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_c_callables_on_symbolic_numbers_return_eagers_value_and_type(enabled, shape, cls):
+    if (shape, cls) in LEFT_OUT:
+        pytest.skip("a huge exponent or length: eager itself would not finish")
+    calls = SHAPES[shape]
+    if cls == "size":
+        calls = [c for c in calls if True]
+    jitted = thunder.jit(_group(calls, cls == "size"), cache="symbolic values")
+    wrong = []
+    for value in CLASSES[cls]:
+        eager = [_result(call, value) for _, call in calls]
+        got = jitted(*_arguments(cls, value))
+        for (label, call), e, g in zip(calls, eager, got):
+            if _same(e, g):
+                continue
+            if isinstance(g, type) and issubclass(g, metatrace.MetatraceError) and _stock_fails(call, cls, value):
+                continue
+            wrong.append(f"{label}({value!r}): eager {e!r}, jitted {g!r}")
+    assert wrong == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The number-op table's declared domains against Python
+# ---------------------------------------------------------------------------------------------
+
+OPERANDS = {"int": 3, "negative": -3, "zero": 0, "one": 1, "float": 2.5, "negative float": -2.5, "nan": math.nan,
+            "inf": math.inf, "huge": 2**70, "bool": True}
+DOMAIN_ROWS = [row for row in number_ops.ROWS if row.domain is not None]
+
+
+def _declared_type(row, a, b):
+    if row.result is not None:
+        return row.result(a, b)
+    if row.name in ("sqrt", "fmod"):  # (math's functions: always a float)
+        return float
+    promoted = number_ops._promoted(a, b)
+    return int if promoted is bool else promoted
+
+
+@pytest.mark.parametrize("b", sorted(OPERANDS))
+@pytest.mark.parametrize("a", sorted(OPERANDS))
+@pytest.mark.parametrize("row", DOMAIN_ROWS, ids=lambda row: row.name)
+def test_number_op_rows_type_holds_where_their_domain_says(row, a, b):
+    x, y = OPERANDS[a], OPERANDS[b]
+    if row.name.endswith(("pow_int", "pow_float")) and not (type(x) in (int, bool) and type(y) in (int, bool)):
+        pytest.skip("an int ** int operator")
+    if "pow" in row.name and isinstance(y, int) and abs(y) > 64:
+        pytest.skip("a huge exponent")
+    if row.arity == 1 and b != "one":
+        pytest.skip("a unary row: one column")
+    operands = (x, y)[: row.arity]
+    if row.finite and not all(math.isfinite(v) for v in operands):
+        pytest.skip("a non-finite operand of a row that declares finite operands (NumberOp.finite)")
+    holds = all(h for *_, h in number_ops.conditions(row, operands))
+    try:
+        result = row.evaluate(*operands)
+    except (ZeroDivisionError, ValueError, OverflowError):
+        result = None
+    # (sufficient, not necessary: (-2) ** 2.0 is a float too, which powers.py computes apart)
+    assert not holds or (result is not None and type(result) is _declared_type(row, *(operands * 2)[:2]))
