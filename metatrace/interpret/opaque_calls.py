@@ -33,16 +33,20 @@ from __future__ import annotations
 import builtins
 import collections
 import functools
+import inspect
 import math
 import operator
 import types
 
 import thunder.core.interpreter as interpreter
 import thunder.core.jit_ext as jit_ext
-from thunder.core.interpreter import INTERPRETER_SIGNALS, WrappedValue, _interpret_call, is_opaque, unwrap, wrap_const
+from thunder.core.interpreter import (
+    INTERPRETER_SIGNALS, WrappedValue, _interpret_call, do_raise, is_opaque, unwrap, wrap, wrap_const,
+)
 from thunder.core.proxies import NumberProxy
 
 from metatrace import patching
+from metatrace.guards import provenance
 from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
 from metatrace.interpret.values_as_text import calling_file, package_dir
@@ -92,10 +96,15 @@ _SYMBOLIC_ATTRIBUTES = {
 }
 
 
+# Containers longer than this are not looked into (a module's globals reach ``dict.get``): a
+# number C code reads is an argument or an element of a short list, tuple, dict or set.
+_LOOKED_INTO = 64
+
+
 def _has_proxy(x, depth: int = 0) -> bool:
     if isinstance(x, NumberProxy):
         return True
-    if depth > 2:
+    if depth > 1 or type(x) not in (list, tuple, set, frozenset, dict) or len(x) > _LOOKED_INTO:
         return False
     if type(x) in (list, tuple, set, frozenset):
         return any(_has_proxy(e, depth + 1) for e in x)
@@ -110,7 +119,7 @@ def _concrete(x, why: str, depth: int = 0):
     if isinstance(x, NumberProxy):
         concretizations.static(x, x.value, why)
         return x.value
-    if depth > 2:
+    if depth > 1 or type(x) not in (list, tuple, set, frozenset, dict) or len(x) > _LOOKED_INTO:
         return x
     if type(x) in (list, tuple, set, frozenset):
         return type(x)(_concrete(e, why, depth + 1) for e in x)
@@ -223,11 +232,38 @@ def _from_thunder() -> bool:
     return path is None or path.startswith(_THUNDER)
 
 
+# A proxy's conversions read ``self.value``: interpreted (``n.__index__()`` in user code) that read
+# became an input the prologue unpacked (``subscr0.value``). They run as thunder's code, which
+# reports the value it bakes in (metatrace.proxies.number_methods).
+_CONVERSIONS = ("__index__", "__int__", "__float__", "__complex__", "__bool__")
+
+
+def _conversion(fn, args):
+    """``NumberProxy.__index__`` called on a number proxy, else None."""
+    if not isinstance(fn, types.FunctionType) or fn.__name__ not in _CONVERSIONS or not args:
+        return None
+    n = unwrap(args[0])
+    return fn if isinstance(n, NumberProxy) and inspect.getattr_static(type(n), fn.__name__, None) is fn else None
+
+
+def _converting(fn, args):
+    n = unwrap(args[0])
+    try:
+        fn(*(unwrap(a) for a in args))  # (reports the value it bakes in)
+        # Python's own method on the value: ``True.__index__()`` is 1
+        result = getattr(n.python_type, fn.__name__)(n.value, *(unwrap(a) for a in args[1:]))
+    except Exception as e:
+        return do_raise(e)
+    return wrap(result, provenance=provenance.opaque_record([wrap_const(fn).provenance, *(a.provenance for a in args)]))
+
+
 def _dispatching(original):
     @functools.wraps(original)
     def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
         if concretizations.COLLECTOR.get() is not None:
             ufn = unwrap(fn)
+            if not kwargs and _conversion(ufn, args) is not None:
+                return _converting(ufn, args)
             if (callable(ufn) and _would_call_opaque_cheap(ufn, args, kwargs) and not _from_thunder()
                     and _would_call_opaque(compilectx, ufn, args, kwargs)):
                 call = concretized_call(ufn, args, kwargs)
@@ -264,19 +300,39 @@ def number_attribute(obj, name):
 def _getting_number_attributes(original):
     @functools.wraps(original)
     def _object_getattribute_lookaside(obj, name):
+        if concretizations.COLLECTOR.get() is None or not isinstance(unwrap(obj), NumberProxy):
+            return original(obj, name)
+        missing = _missing_dunder(unwrap(obj), unwrap(name))
+        if missing is not None:
+            return do_raise(missing)
         result = original(obj, name)
-        if result is not INTERPRETER_SIGNALS.EXCEPTION_RAISED or concretizations.COLLECTOR.get() is None:
-            return result
         runtimectx = interpreter.get_interpreterruntimectx()
-        if not isinstance(runtimectx.curexc, AttributeError):
+        if result is not INTERPRETER_SIGNALS.EXCEPTION_RAISED or not isinstance(runtimectx.curexc, AttributeError):
             return result
         found = number_attribute(unwrap(obj), unwrap(name))
         if found is NotImplemented:
             return result
         runtimectx.curexc = None
+        # thunder wraps an attribute as read from its object, which the prologue would unpack
+        # (an input's ``.real``); the value known here is a constant or the number itself
+        if type(obj) is WrappedValue and interpreter.get_interpretercompilectx()._with_provenance_tracking:
+            obj.attribute_wrappers[unwrap(name)] = obj if found is unwrap(obj) else wrap_const(found)
         return found
 
     return _object_getattribute_lookaside
+
+
+# The dunders of Python's numbers (a proxy's ``__dict__`` is read by the interpreter itself).
+_NUMBER_DUNDERS = frozenset(name for typ in (int, float, complex) for name in dir(typ) if name.startswith("__"))
+
+
+def _missing_dunder(n: NumberProxy, name) -> AttributeError | None:
+    """``f.__xor__`` on a float: the proxy class has every number dunder, the float has not."""
+    python_type = getattr(n, "python_type", None)
+    if (not isinstance(name, str) or not name.startswith("__") or python_type not in (bool, int, float, complex)
+            or name not in _NUMBER_DUNDERS or name in dir(python_type)):  # (dir: ``type.__or__`` is no float's)
+        return None
+    return AttributeError(f"'{python_type.__name__}' object has no attribute '{name}'")
 
 
 def _py_map(fn, *iterables):

@@ -24,6 +24,14 @@ from metatrace.metas import concretizations, number_ops
 from metatrace.patching import Patch, attribute
 
 
+# Rows whose domain is guarded where they succeed too (``math.sqrt(n)``: ``n >= 0``, else a call
+# with a negative number reused the entry and raised from the compiled function, past the user's
+# ``except``). A divisor's ``!= 0`` is guarded by the guard algebra already (``divides``); powers
+# guard theirs where they choose the row (metatrace.proxies.powers).
+_GUARDED_WHERE_THEY_SUCCEED = frozenset(
+    row.id for row in number_ops.PRIM_OPS if row.domain is not None and not row.divides and row.meta != "pow")
+
+
 def guard_domain(symbol_id, args) -> None:
     """Report the conditions of the number op ``symbol_id`` on symbolic operands, as they hold."""
     try:
@@ -43,13 +51,16 @@ def _restoring_scopes(original):
         trace = get_tracectx()
         depth = len(trace.scopes) if trace is not None else 0
         try:
-            return original(self, *args, **kwargs)
+            result = original(self, *args, **kwargs)
         except Exception:
             if trace is not None:
                 del trace.scopes[depth:]  # the scopes the raising call pushed
             if concretizations.COLLECTOR.get() is not None:
                 guard_domain(self.id, args)
             raise
+        if self.id in _GUARDED_WHERE_THEY_SUCCEED and concretizations.COLLECTOR.get() is not None:
+            guard_domain(self.id, args)
+        return result
 
     return __call__
 

@@ -275,6 +275,28 @@ _METHODS: dict[str, Any] = {
 }
 
 
+# Bitwise operators take integers only: on a float Python raises TypeError (thunder's prims a
+# RuntimeError of their own, or an int result).
+_BITWISE = {"__and__": "&", "__rand__": "&", "__or__": "|", "__ror__": "|", "__xor__": "^", "__rxor__": "^",
+            "__lshift__": "<<", "__rlshift__": "<<", "__rshift__": ">>", "__rrshift__": ">>", "__invert__": "~"}
+
+
+def _integers_only(name: str, method):
+    symbol = _BITWISE[name]
+
+    def bitwise(self, *other):
+        types = [python_executor.number_type(x).__name__ for x in (self, *other)]
+        if any(t in ("float", "complex") for t in types):
+            if not other:
+                raise TypeError(f"bad operand type for unary {symbol}: '{types[0]}'")
+            lhs, rhs = (types[1], types[0]) if name.startswith("__r") else types
+            raise TypeError(f"unsupported operand type(s) for {symbol}: '{lhs}' and '{rhs}'")
+        return method(self, *other)
+
+    bitwise.__name__ = name
+    return bitwise
+
+
 HASHED = "hash(): a set element or dict key decides by value"
 
 
@@ -300,8 +322,10 @@ def patches() -> list[Patch]:
     rows = [attribute(NumberProxy, "__hash__", _hash, "hash() of a symbolic number pins it to its value", wrap=True),
             attribute(thunder_utils, "same_shape", _same_shape,
                       "shapes of different lengths differ with no decision on a size", wrap=True)]
-    for name, make in _METHODS.items():
-        method = make(name, NumberProxy.__dict__[name])
+    for name in sorted(set(_METHODS) | set(_BITWISE)):
+        method = NumberProxy.__dict__[name]
+        method = _METHODS[name](name, method) if name in _METHODS else method
+        method = _integers_only(name, method) if name in _BITWISE else method
         rows += proxy_method(NumberProxy, name, method,
                              "Python semantics on symbolic numbers in user code (a bool in arithmetic is an int; shifts)")
     clang_why = "Python // semantics, where() and torch.tensor() on symbolic numbers; slices clamp as in eager"
