@@ -27,7 +27,7 @@ from metatrace.interpret import (
     library_state, lookasides, module_state, opaque_calls, state_reads, tensor_metadata, unrepeatable_calls,
     values_as_text,
 )
-from metatrace.passes import distributed, fusion_regions, size_producers
+from metatrace.passes import distributed, fusion_regions, size_producers, string_constants
 from metatrace.metas import (
     custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, python_executor, raising_symbols,
     torch_decompositions, torch_executor_fixes, torch_metas,
@@ -156,6 +156,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         clang_math.patches,
         # torch-level metas; the python executor's number operators and the prologue's guard operators
         raising_symbols.patches,
+        string_constants.patches,
         torch_metas.patches,
         torch_decompositions.patches,
         data_dependent_ops.patches,
