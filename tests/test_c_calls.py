@@ -240,3 +240,77 @@ def test_number_op_rows_type_holds_where_their_domain_says(row, a, b):
         result = None
     # (sufficient, not necessary: (-2) ** 2.0 is a float too, which powers.py computes apart)
     assert not holds or (result is not None and type(result) is _declared_type(row, *(operands * 2)[:2]))
+
+
+# ---------------------------------------------------------------------------------------------
+# The measured cases of the issue, with their guards and reuse
+# ---------------------------------------------------------------------------------------------
+
+
+def _eager_and_jitted(fn, calls):
+    jitted = thunder.jit(fn, cache="symbolic values")
+    return [fn(*c) for c in calls], [jitted(*c) for c in calls], jitted
+
+
+def _same_all(eager, got) -> bool:
+    return all(_same(e, g) for e, g in zip(eager, got))
+
+
+SHAPED = [(torch.ones(2, 3),), (torch.ones(3, 3),), (torch.ones(2, 3),)]
+
+
+def test_join_of_str_over_a_shape_prints_the_sizes(enabled):
+    eager, got, _ = _eager_and_jitted(lambda x: "x".join(map(str, x.shape)), SHAPED)
+    assert got == eager
+
+
+def test_the_guard_of_a_size_printed_through_map_names_the_users_line(enabled):
+    _, _, jitted = _eager_and_jitted(lambda x: "x".join(map(str, x.shape)), SHAPED[:1])
+    assert any("str()" in g and "test_c_calls.py" in g for g in metatrace.explain(jitted)[0].guards)
+
+
+def test_format_with_a_spec_formats_the_size(enabled):
+    eager, got, _ = _eager_and_jitted(lambda x: "{:>4}".format(x.shape[0]), SHAPED)
+    assert got == eager
+
+
+def test_bit_length_of_a_size_is_the_values(enabled):
+    eager, got, _ = _eager_and_jitted(lambda x: x * x.shape[0].bit_length(), [(torch.ones(2),), (torch.ones(4),)])
+    assert _same_all(eager, got)
+
+
+def test_an_int_to_a_float_power_is_complex_for_a_negative_base(enabled):
+    calls = [(torch.ones(2), 4), (torch.ones(2), -4), (torch.ones(2), 9)]
+    eager, got, _ = _eager_and_jitted(lambda x, n: isinstance(n ** 0.5, float), calls)
+    assert got == eager
+
+
+def test_a_float_power_reuses_its_entry_for_every_nonnegative_base(enabled):
+    calls = [(torch.ones(2), 4), (torch.ones(2), 9), (torch.ones(2), 16)]
+    _, _, jitted = _eager_and_jitted(lambda x, n: x * n ** 0.5, calls)
+    assert thunder.cache_misses(jitted) == 1
+
+
+def _divides(x, n):
+    try:
+        return x * (10 // n)
+    except ZeroDivisionError:
+        return x
+
+
+@pytest.mark.parametrize("order", [(2, 0, 3), (0, 3, 0, 5)])
+def test_a_size_division_by_zero_in_a_try_takes_eagers_branch(enabled, order):
+    eager, got, _ = _eager_and_jitted(_divides, [(torch.ones(2), n) for n in order])
+    assert _same_all(eager, got)
+
+
+def test_map_with_a_lambda_over_a_shape_stays_symbolic(enabled):
+    calls = [(torch.ones(n, 3),) for n in (2, 3, 4)]
+    _, _, jitted = _eager_and_jitted(lambda x: x.reshape(-1)[: sum(map(lambda s: s * 2, x.shape))], calls)
+    assert thunder.cache_misses(jitted) == 1
+
+
+def test_a_c_call_pins_the_number_it_reads(enabled):
+    calls = [(torch.ones(2), 4), (torch.ones(2), 8)]
+    eager, got, _ = _eager_and_jitted(lambda x, n: x * math.gcd(n, 6), calls)
+    assert _same_all(eager, got)
