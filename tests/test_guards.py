@@ -298,8 +298,7 @@ def test_recompile_log_names_a_changed_argument_structure(enabled, caplog):
     with caplog.at_level(logging.INFO, logger="metatrace.recompiles"):
         jf(torch.ones(2), [1, 2])
     (record,) = caplog.records
-    assert "entry 0: argument structure changed: expected ('list', ('int',)), got ('list', ('int', 'int'))" in \
-        record.getMessage()
+    assert "entry 0: argument changed: expected items: list[int], got list[int, int]" in record.getMessage()
 
 
 def test_recompile_log_names_changed_number_types(enabled, caplog):

@@ -372,6 +372,20 @@ def state_name(pr: Any, fn: Any = None) -> str | None:
     return shown if complete else None
 
 
+def parameter_names(fn: Any) -> list[str]:
+    """The positional parameter names of the jitted function (a module's ``forward``'s)."""
+    import inspect
+
+    if fn is None:
+        return []
+    try:
+        target = fn.forward if hasattr(fn, "forward") and not inspect.isfunction(fn) else fn
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
 def argument_name(pr: Any, parameters: list[str] | None = None) -> str | None:
     """``l[1]`` (``args[1][1]`` without parameter names), ``s.start``, ``k[0]`` (``kwargs['k'][0]``)
     for a value read from the call's arguments through constant keys, else None."""

@@ -55,6 +55,17 @@ def _release(ids: list[str]) -> None:
         EXPECTED.pop(ident, None)
 
 
+def compiled_by_this_call() -> bool:
+    """Whether the prologue running now is thunder's check right after a compile: thunder stamps
+    ``last_trace_cache_start`` as a call begins and ``last_trace_cache_stop`` only when no entry
+    matched, before it compiles (thunder/__init__.py, ``get_computation_and_inputs``)."""
+    try:
+        _, cs = _compile_data.get()
+    except LookupError:
+        return False
+    return cs is not None and cs.last_trace_cache_stop >= cs.last_trace_cache_start >= 0
+
+
 # The prologue operators registered on the python executor (metatrace.guards.prologue_op), None while disabled.
 _symbols: dict[str, Any] = {"guards": None, "structure": None}
 

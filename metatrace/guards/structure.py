@@ -2,14 +2,16 @@
 
 thunder's prologue checks only what the trace read. An argument the trace never looked into
 (``torch.flip(a, ())`` reads no element of ``()``, so nothing checks its length) or read as a
-constant (``rounding_mode="trunc"``, ``dim=None``, a dtype) is not guarded at all, and a call with
-another one reuses the entry. For every argument that is not a tensor or a number, metatrace adds
-a check of its structure: container types, lengths and dict keys, the types of numbers and
-tensors inside, and the values of the other leaves (strings, None, bools, dtypes, devices).
-Tensors and the values of numbers stay the business of thunder's checks and metatrace's guards:
-a number the trace never read cannot change its result. A number's *type* is checked here:
-thunder's symbolic-values prologue does not check it, and a trace made for ``3`` bakes in what
-``int`` implies (``torch.tensor(n)``'s dtype, ``7 // 2`` against ``7.0 // 2``).
+constant (``rounding_mode="trunc"``, ``dim=None``, a dtype, an enum compared with ``is``, a
+function it calls) is not guarded at all, and a call with another one reused the entry. Every
+argument that is not a tensor, a number or a module gets one check, by the kind
+:mod:`metatrace.guards.classify` gives it: containers by type, length (keys) and every element,
+strings, bools, dtypes, ranges ... by value, enum members, functions and classes by identity,
+plain data objects by type (what the trace reads from them: ``metatrace.interpret.argument_reads``),
+anything else by identity. Tensors and the values of numbers stay the business of thunder's checks
+and metatrace's guards: a number the trace never read cannot change its result. A number's *type*
+is checked here: thunder's symbolic-values prologue does not check it, and a trace made for ``3``
+bakes in what ``int`` implies (``torch.tensor(n)``'s dtype, ``7 // 2`` against ``7.0 // 2``).
 """
 
 from __future__ import annotations
@@ -19,36 +21,17 @@ from metatrace.errors import MetatraceError
 
 from typing import Any
 
-import torch
-from thunder.core.compile_data import _compile_data, using_symbolic_values
+from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import Proxy
 
-from metatrace.guards import provenance
+from metatrace.guards import classify, provenance
+from metatrace.guards.classify import ExpectedArgument, Kind
 from metatrace.guards.collect import GuardFailure
 from metatrace.guards.explain import record_rejection
 from metatrace.guards.provenance import Root
-from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
+from metatrace.guards.registry import EXPECTED, compiled_by_this_call, new_id, structure_symbol
 
-CONTAINERS = (list, tuple, dict, slice)
-NUMBER_TYPES = (int, float, complex)  # guarded by type under symbolic values (bool is a value type)
-# Leaves guarded by value: a trace bakes them in as constants.
-VALUE_TYPES = (str, bool, torch.dtype, torch.device, torch.layout, torch.memory_format)
-
-
-def describe(x: Any) -> Any:
-    if type(x) in (list, tuple):
-        return (type(x).__name__, tuple(describe(e) for e in x))
-    if type(x) is dict:
-        return ("dict", tuple((k, describe(v)) for k, v in x.items()))
-    if type(x) is slice:
-        return ("slice", describe(x.start), describe(x.stop), describe(x.step))
-    if isinstance(x, torch.Tensor):
-        return "tensor"
-    if type(x) in (int, float, complex):
-        return type(x).__name__
-    if x is None or x is Ellipsis or type(x) in VALUE_TYPES:
-        return ("value", x)
-    return type(x).__name__
+# What is checked how: ``metatrace.guards.classify`` (one table for every value of the arguments).
 
 
 class StructureMismatch(MetatraceError):
@@ -65,24 +48,13 @@ class ChangedWhileTracing(StructureMismatch, GuardFailure):
     """
 
 
-def _compiled_by_this_call() -> bool:
-    """Whether the prologue running now is thunder's check right after a compile: thunder stamps
-    ``last_trace_cache_start`` as a call begins and ``last_trace_cache_stop`` only when no entry
-    matched, before it compiles (thunder/__init__.py, ``get_computation_and_inputs``)."""
-    try:
-        _, cs = _compile_data.get()
-    except LookupError:
-        return False
-    return cs is not None and cs.last_trace_cache_stop >= cs.last_trace_cache_start >= 0
-
-
 def check_failed(text: str, kind: type[Exception], check_id: str | None = None) -> Exception:
     """The exception for a failing prologue check: ``kind(text)``, or on the call that compiled the
     entry a :class:`ChangedWhileTracing` that says what that means. ``check_id``: the failing
     check's id, remembered for the recompile log (``metatrace.guards.explain.log_miss``)."""
     if check_id is not None:
         record_rejection(check_id, text)
-    if not _compiled_by_this_call():
+    if not compiled_by_this_call():
         return kind(text)
     return ChangedWhileTracing(
         f"{text}, on the call that compiled this entry. The traced function changed a value its "
@@ -97,6 +69,8 @@ def check_failed(text: str, kind: type[Exception], check_id: str | None = None) 
 
 
 ALIAS = ("alias of an earlier argument",)
+# Objects one argument may share with another: the trace reads and writes them through either.
+_MUTABLE = (Kind.CONTAINER, Kind.DATA)
 
 
 class NumberTypes(tuple):
@@ -136,6 +110,11 @@ def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
             else:
                 return
         number_types_changed(structure_id, expected, value, *aliased)
+    if type(expected) is ExpectedArgument:  # (metatrace.guards.classify)
+        if not expected.matcher.matches(value):
+            raise check_failed(f"argument changed: expected {expected.text}, got {classify.expect(value)!r}",
+                               StructureMismatch, structure_id)
+        return
     if hasattr(expected, "matches"):  # value_checks.ExpectedValue, called_modules.ExpectedModuleState (all modules)
         if not expected.matches(value, *aliased):
             raise check_failed(f"value changed: expected {expected.text}", StructureMismatch, structure_id)
@@ -145,9 +124,7 @@ def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
             raise check_failed("argument aliasing changed: the trace used one object for both arguments",
                                StructureMismatch, structure_id)
         return
-    if describe(value) != EXPECTED[structure_id]:
-        raise check_failed(f"argument structure changed: expected {EXPECTED[structure_id]}, got {describe(value)}",
-                           StructureMismatch, structure_id)
+    raise MetatraceError(f"unknown expected structure {structure_id}: {expected!r}")
 
 
 class StructureConstraint:
@@ -185,6 +162,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
     from thunder.core.trace import tracectx
 
     unpacked = _unpacked_arguments(inputs)
+    parameters = provenance.parameter_names(session(ctx).fn)
     texts = []
     symbolic = using_symbolic_values()
     numbers: list[tuple[Proxy, type]] = []  # (argument proxy, its type)
@@ -192,9 +170,10 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
     items = [(Root.ARGS, i, a) for i, a in enumerate(args)]
     items += [(Root.KWARGS, k, v) for k, v in kwargs.items()]
     for source, key, value in items:
-        if isinstance(value, torch.Tensor):
-            continue  # thunder's own checks and metatrace's guards cover what the trace read
-        if type(value) in NUMBER_TYPES:
+        kind = classify.kind(value)
+        if kind is Kind.TENSOR or kind is Kind.MODULE:
+            continue  # thunder's checks of tensors, metatrace's of module state cover what the trace read
+        if kind is Kind.NUMBER:
             if symbolic:  # (constant values: thunder checks type and value)
                 proxy = unpacked.get((source, key))
                 if proxy is None:
@@ -202,28 +181,23 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
                         proxy = _argument_proxy(source, key)
                 numbers.append((proxy, type(value)))
             continue
-        if (
-            type(value) not in CONTAINERS
-            and value is not None
-            and value is not Ellipsis
-            and type(value) not in VALUE_TYPES
-        ):
-            continue  # modules, functions, ...: thunder's provenance tracking covers them
         structure_id = new_id("s")
         with tracectx(trace):
             proxy = _argument_proxy(source, key)
         where = f"args[{key}]" if source is Root.ARGS else f"kwargs[{key!r}]"
-        if type(value) in CONTAINERS and id(value) in first_seen:
+        where = provenance.argument_name(proxy.history, parameters) or where
+        if kind in _MUTABLE and id(value) in first_seen:
             # The trace read one object through both arguments: a call with two objects must miss.
             EXPECTED[structure_id] = ALIAS
             ctx.add_constraint((StructureConstraint(structure_id), proxy, first_seen[id(value)]))
             texts.append(f"{where} is the same object as an earlier argument")
             continue
-        if type(value) in CONTAINERS:
+        if kind in _MUTABLE:
             first_seen[id(value)] = proxy
-        EXPECTED[structure_id] = describe(value)
+        matcher = classify.expect(value)
+        EXPECTED[structure_id] = ExpectedArgument(matcher, classify.text(where, matcher))
         ctx.add_constraint((StructureConstraint(structure_id), proxy))
-        texts.append(f"structure of {where}: {EXPECTED[structure_id]}")
+        texts.append(EXPECTED[structure_id].text)
     if len(kwargs) > 1:
         structure_id = new_id("s")
         EXPECTED[structure_id] = KeywordOrder(kwargs)

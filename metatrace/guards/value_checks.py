@@ -13,7 +13,8 @@ globals, closures, defaults or module, not computed inside) gets one check of it
   one check (one prologue operation however many elements), floats exactly (``repr``: NaN equals
   NaN, ``-0.0`` differs from ``0.0``), tensors and modules by kind only (thunder's own checks
   cover a tensor's metadata; a module's state is checked through its own reads);
-- anything else (functions, user objects) by identity of the object, held weakly where it can be.
+- anything else (functions, user objects) by identity of the object, held weakly where it can be
+  (``metatrace.guards.classify.Identity``).
 
 The check runs as ``metatrace_structure(id, value)`` in the prologue (``metatrace.guards.structure``'s
 operator); ``metatrace.explain`` prints it as ``<source> == <value>`` with the reason.
@@ -22,14 +23,14 @@ operator); ``metatrace.explain`` prints it as ``<source> == <value>`` with the r
 from __future__ import annotations
 
 import enum
-import weakref
 from typing import Any
 
 import torch
 from thunder.core.interpreter import ProvenanceRecord
 from thunder.core.proxies import Proxy
 
-from metatrace.guards import provenance
+from metatrace.guards import classify, provenance
+from metatrace.guards.classify import ExpectedArgument, Identity
 from metatrace.guards.compile_session import session
 from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
 
@@ -40,29 +41,6 @@ CONTAINER_TYPES = (list, tuple, dict, set, frozenset)
 # (still correct for rebinding; an in-place change of such a container keeps its identity and
 # is caught by the length only).
 MAX_SNAPSHOT = 4096
-
-
-class _Identity:
-    """An object compared by identity, held weakly where the type allows it (no entry keeps a
-    user's object alive)."""
-
-    __slots__ = ("ref", "ident", "type_name")
-
-    def __init__(self, obj: Any):
-        self.ident = id(obj)
-        self.type_name = type(obj).__qualname__
-        try:
-            self.ref = weakref.ref(obj)
-        except TypeError:
-            self.ref = None  # not weakly referenceable: compared by id (the object is kept by its owner)
-
-    def matches(self, obj: Any) -> bool:
-        if self.ref is not None:
-            return self.ref() is obj
-        return id(obj) == self.ident
-
-    def __repr__(self) -> str:
-        return f"<{self.type_name} object>"
 
 
 def snapshot(x: Any, budget: list[int] | None = None) -> Any:
@@ -98,18 +76,16 @@ class _IdentityKey:
     __slots__ = ("identity",)
 
     def __init__(self, obj: Any):
-        self.identity = _Identity(obj)
+        self.identity = Identity(obj)
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, _IdentityKey):
             return False
-        ref = other.identity.ref() if other.identity.ref is not None else None
-        if ref is not None:
-            return self.identity.matches(ref)
-        return self.identity.ident == other.identity.ident and self.identity.ref is None
+        obj = other.identity.get()
+        return obj is not None and self.identity.matches(obj)
 
     def __hash__(self) -> int:
-        return self.identity.ident
+        return id(self.identity.get())
 
     def __repr__(self) -> str:
         return repr(self.identity)
@@ -128,11 +104,11 @@ class ExpectedValue:
             if type(self.expected[1]) is _IdentityKey:  # a function, an object: compared by identity
                 self.expected = self.expected[1].identity  # without a snapshot per check
         except OverflowError:
-            self.expected = _Identity(value)
+            self.expected = Identity(value)
             self.length = len(value) if hasattr(value, "__len__") else None
 
     def matches(self, value: Any) -> bool:
-        if isinstance(self.expected, _Identity):
+        if isinstance(self.expected, Identity):
             return self.expected.matches(value) and (self.length is None or len(value) == self.length)
         try:
             return snapshot(value) == self.expected
@@ -150,9 +126,11 @@ class ValueConstraint:
         structure_symbol()(self.value_id, value_proxy, *more_proxies)
 
 
-def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source: str | None = None) -> None:
-    """Adds a prologue check that the value read through ``record`` has ``value``'s contents.
-    Once per provenance and trace (the compile session's ``value_checks``)."""
+def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source: str | None = None,
+                    matcher: Any = None) -> None:
+    """Adds a prologue check that the value read through ``record`` has ``value``'s contents (or,
+    given a ``metatrace.guards.classify`` ``matcher``, matches it). Once per provenance and trace
+    (the compile session's ``value_checks``)."""
     checked = session(ctx).value_checks
     key = provenance.key(record)
     if key in checked:
@@ -160,7 +138,10 @@ def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source:
     checked.add(key)
     value_id = new_id("v")
     source = source or provenance.text(record, session(ctx).fn)
-    EXPECTED[value_id] = ExpectedValue(value, f"{source} == {_short_repr(value)} ({why})")
+    if matcher is None:
+        EXPECTED[value_id] = ExpectedValue(value, f"{source} == {_short_repr(value)} ({why})")
+    else:
+        EXPECTED[value_id] = ExpectedArgument(matcher, f"{classify.text(source, matcher)} ({why})")
     from thunder.core.trace import tracectx
 
     with tracectx(ctx.computation_trace):

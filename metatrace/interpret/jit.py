@@ -114,7 +114,7 @@ def input_names(ctx, inputs) -> dict[str, str]:
     """Readable names for guard texts: the interpreter's proxies renamed to the function's
     argument names (``i3`` -> ``i``), input tensor sizes as ``a.shape[2]``."""
     names = {k.proxy.name: v.name for k, v in ctx._proxy_swapmap.items()}
-    parameters = _parameter_names(session(ctx).fn)
+    parameters = provenance.parameter_names(session(ctx).fn)
     for v in inputs:
         p = v.proxy
         if isinstance(p, NumberProxy) and (text := provenance.argument_name(p.history, parameters)
@@ -128,20 +128,6 @@ def input_names(ctx, inputs) -> dict[str, str]:
                 if isinstance(s, NumberProxy):
                     names.setdefault(s.name, f"{names.get(p.name, p.name)}.shape[{d}]")
     return names
-
-
-def _parameter_names(fn) -> list[str]:
-    """The positional parameter names of the jitted function (a module's ``forward``'s)."""
-    import inspect
-
-    if fn is None:
-        return []
-    try:
-        target = fn.forward if hasattr(fn, "forward") and not inspect.isfunction(fn) else fn
-        params = inspect.signature(target).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 def patches() -> list[Patch]:

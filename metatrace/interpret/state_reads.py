@@ -34,6 +34,7 @@ from metatrace.guards.provenance import (
     through_module_tensors,
 )
 from metatrace.guards.value_checks import CONTAINER_TYPES, add_value_check
+from metatrace.interpret.argument_reads import check_argument_read
 from metatrace.interpret.library_code import is_library_module
 from metatrace.interpret.values_as_text import calling_file, package_dir
 from metatrace.metas import concretizations
@@ -122,12 +123,14 @@ def _wrap_callback(original):
             if is_library_module(value.value):
                 value.provenance.ext_flag |= EXT_FLAG_LIBRARY_MODULE
             return res
-        if concretizations.COLLECTOR.get() is not None and needs_value_check(value):
-            try:
-                ctx = jit_ext.get_jit_ctx()
-            except LookupError:
-                return res
-            add_value_check(ctx, value.provenance, value.value, "read by the trace")
+        if concretizations.COLLECTOR.get() is not None and may_register_for_prologue(value.provenance):
+            check_argument_read(value)  # (a value of the arguments: checked by its kind)
+            if needs_value_check(value):
+                try:
+                    ctx = jit_ext.get_jit_ctx()
+                except LookupError:
+                    return res
+                add_value_check(ctx, value.provenance, value.value, "read by the trace")
         return res
 
     return wrap_callback

@@ -1,11 +1,14 @@
-"""Values proxied differently from thunder's symbolic-values mode: static strings, symbolic slices.
+"""Values proxied differently from thunder's symbolic-values mode: static strings, complex numbers
+and bools, symbolic slices.
 
 thunder 0.2.6's symbolic-values mode proxies every string and slice it reads from the inputs.
 While metatrace is enabled (called by ``metatrace.interpret.module_state``'s ``JitCtx.proxify``):
 
 - Inputs that can never be sizes are static, as in thunder's constant-values mode: a string
   (an argument, or a module attribute such as ``Conv1d.padding_mode``) stays a plain ``str`` in
-  the trace and the prologue checks its value (``check_string_value``). Devices already are;
+  the trace and the prologue checks its value (``check_string_value``); so do a complex and a
+  bool (``check_number_type_and_value``, or the argument check of ``metatrace.guards.structure``).
+  Devices already are;
   dtypes, ``None`` and ``Ellipsis`` are never proxied (``metatrace.guards.structure`` checks the call's).
 - A slice argument keeps its numbers symbolic: ``start``/``stop``/``step`` become number
   proxies that the prologue unpacks as ``args[i].start`` ..., guarded like any number, and the
@@ -28,6 +31,11 @@ from metatrace.guards.compile_session import session
 from metatrace.guards.provenance import an_argument_or_its_item, attribute_record
 
 NOT_HANDLED = object()
+# Static, checked by value (``metatrace.guards.classify``'s EQUAL): a string; a complex (thunder's
+# ComplexProxy has no ``.real``: ``c.real`` raised where stock constant values works); a bool
+# (a proxy is never ``True``: ``b is True`` was False in the trace, and the trace reads at most
+# two values).
+_STATIC = (str, complex, bool)
 
 
 def _slice_part(slice_provenance: ProvenanceRecord, attr: str, v: Any) -> Any:
@@ -61,11 +69,14 @@ def proxify_static(ctx, value: WrappedValue) -> Any:
     uvalue = value.value
     if value.original_value is not value.nothing or not using_symbolic_values():
         return NOT_HANDLED
-    if type(uvalue) is str:
-        # thunder's constant-values path: the trace keeps the string, the prologue checks it.
+    if type(uvalue) in _STATIC:
+        # thunder's constant-values path: the trace keeps the value, the prologue checks it.
         value.provenance.ext_flag |= jit_ext.EXT_FLAG_IS_PROXY_DERIVED
         p = proxy(uvalue, history=value.provenance)
-        ctx.add_constraint((clang.check_string_value, p, uvalue))
+        if type(uvalue) is str:
+            ctx.add_constraint((clang.check_string_value, p, uvalue))
+        elif not an_argument_or_its_item(value.provenance):  # (an argument's: metatrace.guards.structure)
+            ctx.add_constraint((clang.check_number_type_and_value, p, uvalue))
         return p
     if type(uvalue) is slice:
         value.provenance.ext_flag |= jit_ext.EXT_FLAG_IS_PROXY_DERIVED
