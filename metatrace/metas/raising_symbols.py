@@ -40,6 +40,8 @@ def guard_domain(symbol_id, args) -> None:
         return
     if row is None or row.domain is None or len(args) != row.arity:
         return
+    if not all(isinstance(x, (NumberProxy, bool, int, float, complex)) for x in args):
+        return  # the same prim on a tensor (``prims.sqrt(t)``): elementwise, it raises on no value
     for rel, x, constant, holds in number_ops.conditions(row, args):
         if isinstance(x, NumberProxy):
             concretizations.relation(rel, x, constant, holds)
