@@ -23,9 +23,9 @@ from metatrace.proxies import (
 from metatrace.grad import deferred_guards, requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
-    callee_checks, collector_pacing, container_builtins, custom_getattribute, dropped_stores, interpreter_costs, jit,
-    library_state, lookasides, module_state, opaque_calls, state_reads, tensor_metadata, unrepeatable_calls,
-    values_as_text,
+    argument_reads, callee_checks, collector_pacing, container_builtins, custom_getattribute, dropped_stores,
+    interpreter_costs, jit, library_state, lookasides, module_state, opaque_calls, state_reads, tensor_metadata,
+    unrepeatable_calls, values_as_text,
 )
 from metatrace.passes import distributed, fusion_regions, size_producers, string_constants
 from metatrace.metas import (
@@ -142,6 +142,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         container_builtins.patches,
         values_as_text.patches,
         state_reads.patches,
+        argument_reads.patches,
         tensor_metadata.patches,
         callee_checks.patches,
         unrepeatable_calls.patches,
