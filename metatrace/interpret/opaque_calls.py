@@ -46,6 +46,7 @@ from thunder.core.interpreter import (
 from thunder.core.proxies import NumberProxy
 
 from metatrace import patching
+from metatrace.errors import MetatraceError
 from metatrace.guards import provenance
 from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
@@ -266,7 +267,10 @@ def _dispatching(original):
                 return _converting(ufn, args)
             if (callable(ufn) and _would_call_opaque_cheap(ufn, args, kwargs) and not _from_thunder()
                     and _would_call_opaque(compilectx, ufn, args, kwargs)):
-                call = concretized_call(ufn, args, kwargs)
+                try:
+                    call = concretized_call(ufn, args, kwargs)
+                except MetatraceError as e:  # (a value read from tensor data: raised as the C code's __int__ would)
+                    return do_raise(e)
                 if call is not None:
                     new_fn, args, kwargs = call
                     fn = fn if new_fn is None else new_fn
@@ -309,7 +313,11 @@ def _getting_number_attributes(original):
         runtimectx = interpreter.get_interpreterruntimectx()
         if result is not INTERPRETER_SIGNALS.EXCEPTION_RAISED or not isinstance(runtimectx.curexc, AttributeError):
             return result
-        found = number_attribute(unwrap(obj), unwrap(name))
+        try:
+            found = number_attribute(unwrap(obj), unwrap(name))
+        except MetatraceError as e:
+            runtimectx.curexc = None
+            return do_raise(e)
         if found is NotImplemented:
             return result
         runtimectx.curexc = None
