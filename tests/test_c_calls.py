@@ -314,3 +314,16 @@ def test_a_c_call_pins_the_number_it_reads(enabled):
     calls = [(torch.ones(2), 4), (torch.ones(2), 8)]
     eager, got, _ = _eager_and_jitted(lambda x, n: x * math.gcd(n, 6), calls)
     assert _same_all(eager, got)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t, n: torch.sqrt(t) + n,
+    lambda t, n: n ** t,
+    lambda t, n: (n * 0.5) ** t,
+    lambda t, n: t ** n,
+], ids=["sqrt of a tensor", "int ** tensor", "float ** tensor", "tensor ** int"])
+def test_a_number_rows_domain_is_no_condition_on_a_tensor(enabled, fn):
+    # (the number ops' prims take tensors too: their domain is about numbers, never asked of a tensor)
+    calls = [(torch.tensor([0.5, 2.0]), n) for n in (2, -3, 3)]
+    eager, got, _ = _eager_and_jitted(fn, calls)
+    assert all(torch.allclose(e, g, equal_nan=True) for e, g in zip(eager, got))

@@ -23,8 +23,8 @@ _WHY = "a power whose type depends on the exponent's value (a negative base)"
 def power(a, b, original):
     """``a ** b``; ``original()`` is thunder's."""
     types = (python_executor.number_type(a), python_executor.number_type(b))
-    if not tracing() or complex in types:
-        return original()
+    if not tracing() or complex in types or not all(t in (bool, int, float) for t in types):
+        return original()  # (``n ** t`` with a tensor: elementwise, thunder's)
     if all(t in (bool, int) for t in types):
         # int ** int is an int, unless the exponent is negative: its type depends on the sign.
         name = "pow_float" if python_executor.number_value(b) < 0 else "pow_int"
