@@ -23,14 +23,15 @@ from metatrace.proxies import (
 from metatrace.grad import deferred_guards, requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
-    callee_checks, collector_pacing, container_builtins, custom_getattribute, dropped_stores, interpreter_costs, jit,
-    library_state, lookasides, module_state, state_reads, tensor_metadata, unrepeatable_calls, values_as_text,
+    argument_reads, callee_checks, collector_pacing, container_builtins, custom_getattribute, dropped_stores,
+    interpreter_costs, jit, library_state, lookasides, module_state, opaque_calls, state_reads, tensor_metadata,
+    unrepeatable_calls, values_as_text,
 )
 from metatrace.mutations import record as mutation_records, replay as mutation_replay
-from metatrace.passes import distributed, fusion_regions, size_producers
+from metatrace.passes import distributed, fusion_regions, size_producers, string_constants
 from metatrace.metas import (
-    custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, python_executor, torch_decompositions,
-    torch_executor_fixes, torch_metas,
+    custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, python_executor, raising_symbols,
+    torch_decompositions, torch_executor_fixes, torch_metas,
 )
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
@@ -145,9 +146,11 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         container_builtins.patches,
         values_as_text.patches,
         state_reads.patches,
+        argument_reads.patches,
         tensor_metadata.patches,
         callee_checks.patches,
         unrepeatable_calls.patches,
+        opaque_calls.patches,
         # symbolic numbers: concretizations become guards, arithmetic keeps producers
         number_methods.patches,
         number_semantics.patches,
@@ -157,6 +160,8 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         unbacked_shapes.patches,
         clang_math.patches,
         # torch-level metas; the python executor's number operators and the prologue's guard operators
+        raising_symbols.patches,
+        string_constants.patches,
         torch_metas.patches,
         torch_decompositions.patches,
         data_dependent_ops.patches,

@@ -310,6 +310,20 @@ def test_a_cycle_of_objects_read_whole_follows_eager(enabled):
     assert _all_same(eager, got)
 
 
+@pytest.mark.parametrize("name", ["a", "".join(["re", "al"])], ids=["data object", "number"])
+def test_an_attribute_read_with_a_name_that_is_not_a_constant_follows_eager(enabled, name):
+    # (``name`` is a closure's string: thunder records the read with the name's record as its
+    # key; the prologue printed ``obj.<Proxy(name="obj6")>``)
+    fn = lambda x, o: (x, getattr(o, name))  # noqa: E731
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    if name == "a":
+        objects = [types.SimpleNamespace(a=2), types.SimpleNamespace(a=5)]
+    else:
+        objects = [True, 3, 2.5, False]
+    eager, got = _calls(jf, fn, objects + objects)
+    assert _all_same(eager, got)
+
+
 def test_an_identity_check_does_not_keep_its_object_alive(enabled):
     jf = thunder.jit(lambda x, o: x * 2 if o is not None else x, cache=SYMBOLIC)
     o = Slotted(3)

@@ -9,6 +9,8 @@ decision that no value of the size settles raises ``DataDependentError``.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import thunder
 import torch
@@ -267,6 +269,19 @@ def test_branch_on_the_count_raises(enabled):
 
 def test_int_of_the_count_raises(enabled):
     jf = thunder.jit(lambda x, m: torch.zeros(int(x[m].shape[0])), cache="symbolic values")
+    with pytest.raises(DataDependentError):
+        jf(torch.randn(3, 4), torch.rand(3, 4) > 0.5)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, m: torch.zeros(x[m].shape[0].bit_length()),
+    lambda x, m: torch.zeros(math.gcd(x[m].shape[0], 4)),
+    lambda x, m: torch.zeros(len("{:>4}".format(x[m].shape[0]))),
+], ids=["attribute", "C function", "format"])
+def test_c_code_reading_the_count_raises(enabled, fn):
+    """C code that reads a number gets its value (metatrace.interpret.opaque_calls): a count read
+    from data has none, and the clear error reaches the caller."""
+    jf = thunder.jit(fn, cache="symbolic values")
     with pytest.raises(DataDependentError):
         jf(torch.randn(3, 4), torch.rand(3, 4) > 0.5)
 

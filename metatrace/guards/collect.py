@@ -70,6 +70,8 @@ def concretization_site(limit: int = 40) -> str:
 
 
 _THUNDER_DIR = os.path.dirname(thunder.__file__) + os.sep
+# metatrace's own interpreted helpers (``map``'s, ``max``'s Python versions) are not the user's line
+_OWN_DIRS = (_THUNDER_DIR, os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
 
 
 def _with_user_line(site: str) -> str:
@@ -84,7 +86,8 @@ def _with_user_line(site: str) -> str:
 
 def interpreted_line() -> str:
     """The line of user code thunder's interpreter is running, or ''. thunder interprets some of
-    its own helpers too (``getitem_impl`` for ``t[i]``): the innermost frame outside thunder."""
+    its own helpers too (``getitem_impl`` for ``t[i]``), metatrace its Python versions of builtins:
+    the innermost frame outside both."""
     from thunder.core.interpreter import get_interpreterruntimectx
 
     try:
@@ -93,7 +96,7 @@ def interpreted_line() -> str:
         return ""
     for frame in reversed(frames):
         path = frame.code.co_filename
-        if path.startswith(_THUNDER_DIR):
+        if path.startswith(_OWN_DIRS):
             continue
         line = frame.positions.lineno if frame.positions else "?"
         return f"{path}:{line} in {frame.code.co_name}"

@@ -14,6 +14,13 @@ of their state.
 A value that code thunder does not trace computed from arguments (``vars(cfg)["mode"]``: its
 provenance is an opaque call, which the prologue cannot replay) makes each argument value that
 code was given checked whole instead (:func:`_check_opaque_inputs`).
+
+``getattr(obj, name)`` with a name that is not a constant of the code (a closure's, an
+argument's string): thunder records the read with the name's own record as its key, and the
+prologue that reads the value again printed ``obj.<Proxy(name="obj6")>`` (a SyntaxError). The
+name is a plain ``str``, checked by value where it was read (strings are static:
+:mod:`metatrace.interpret.value_proxies`), so the read's key is that constant
+(:func:`_constant_attribute_name`).
 """
 
 from __future__ import annotations
@@ -21,9 +28,10 @@ from __future__ import annotations
 import inspect
 import types
 
+import thunder.core.interpreter as interpreter
 import thunder.core.jit_ext as jit_ext
 import torch
-from thunder.core.interpreter import PseudoInst, WrappedValue
+from thunder.core.interpreter import PseudoInst, WrappedValue, wrap_const
 from thunder.core.proxies import Proxy
 
 from metatrace.guards import classify, provenance
@@ -31,6 +39,7 @@ from metatrace.guards.classify import Kind
 from metatrace.guards.compile_session import session
 from metatrace.guards.provenance import Root
 from metatrace.guards.value_checks import add_value_check
+from metatrace.patching import Patch, attribute
 
 # Checked elsewhere: thunder's own checks (tensors), its proxies (numbers), module state.
 _NOT_HERE = (Kind.TENSOR, Kind.NUMBER, Kind.MODULE)
@@ -126,3 +135,18 @@ def _check_opaque_inputs(value: WrappedValue) -> None:
                 source = provenance.argument_name(r, provenance.parameter_names(session(ctx).fn)) or "an argument"
                 add_value_check(ctx, r, obj, "read whole by code thunder does not trace", source=source,
                                 matcher=classify.expect(obj, exact=True))
+
+
+def _constant_attribute_name(original):
+    def wrap_attribute(plain_result, obj, name):
+        if type(name.value) is str and name.provenance.inst is not PseudoInst.CONSTANT:
+            name = wrap_const(name.value)  # (its value is checked where the string was read)
+        return original(plain_result, obj, name)
+
+    return wrap_attribute
+
+
+def patches() -> list[Patch]:
+    return [attribute(interpreter, "wrap_attribute", _constant_attribute_name,
+                      "an attribute read with a name that is not a constant records the name's value as its key "
+                      "(the prologue printed obj.<Proxy>)", wrap=True)]

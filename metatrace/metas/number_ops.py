@@ -56,6 +56,12 @@ class NumberOp:
     and the one with the operands swapped. ``impl``: the name of the python-executor operator that
     metatrace registers to run the prim on numbers (thunder has none). ``result``: the result type
     from the argument types, for the operators metatrace defines.
+
+    ``domain``: the conditions under which its result has the type the row gives it (and it does
+    not raise), from the operand types: ``(relation, operand index, constant)`` triples that must
+    all hold (``("ne", 1, 0)``: a divisor is not 0; ``("ge", 0, 0)``: ``int ** float`` is real
+    where the base is not negative). Where they are used on symbols they are guarded as relations
+    (:func:`conditions`), so a call on the other side of one (``n == 0``, a negative base) misses.
     """
 
     name: str
@@ -76,6 +82,7 @@ class NumberOp:
     impl: str | None = None
     result: Callable | None = None
     meta: str | None = None
+    domain: Callable | None = None
 
     @property
     def shown(self) -> str:
@@ -131,6 +138,40 @@ def _pow_float(a, b):
     return float(operator.pow(a, b))
 
 
+def _nonzero_divisor(a, b):
+    return (("ne", 1, 0),)
+
+
+def _real_power(a, b):
+    """``a ** b`` on real numbers: a float exponent of a negative base gives a complex number
+    (``(-4) ** 0.5``), an int one is real; 0 to a negative power raises ZeroDivisionError."""
+    if complex in (number_type(a), number_type(b)):
+        return ()
+    if number_type(a) in (bool, int) and number_type(b) in (bool, int):
+        return _int_power(a, b)
+    base = () if number_type(b) in (bool, int) else (("ge", 0, 0),)
+    return base + (("ne", 0, 0),) if _negative(b) else base
+
+
+def _negative(x) -> bool:
+    value = number_value(x)
+    return value is not None and value < 0
+
+
+def _int_power(a, b):
+    """``int ** int`` is an int where the exponent is not negative (``2 ** -1`` is 0.5)."""
+    return (("ge", 1, 0),)
+
+
+def _float_power(a, b):
+    """``int ** int`` with a negative exponent is a float, and raises where the base is 0."""
+    return (("lt", 1, 0), ("ne", 0, 0))
+
+
+def _not_negative(x):
+    return (("ge", 0, 0),)
+
+
 def _prim(name, id, evaluate, arity, python, op=None, **kw) -> NumberOp:
     return NumberOp(name, id, evaluate, arity, python, op=op if op is not None else python, **kw)
 
@@ -157,11 +198,14 @@ PRIM_OPS: tuple[NumberOp, ...] = (
     _prim("add", PrimIDs.ADD, operator.add, 2, "+", prec=60, replay=True, meta="_add"),
     _prim("sub", PrimIDs.SUB, operator.sub, 2, "-", prec=60, replay=True, meta="_sub"),
     _prim("mul", PrimIDs.MUL, operator.mul, 2, "*", prec=70, replay=True, meta="mul"),
-    _prim("py_floordiv", PrimIDs.PY_FLOORDIV, operator.floordiv, 2, "//", prec=70, replay=True, divides=True, meta="floordiv"),
-    _prim("remainder", PrimIDs.REMAINDER, operator.mod, 2, "%", prec=70, replay=True, divides=True, meta="mod"),
-    _prim("pow", PrimIDs.POW, operator.pow, 2, "**", prec=90, replay=True, meta="pow"),
+    _prim("py_floordiv", PrimIDs.PY_FLOORDIV, operator.floordiv, 2, "//", prec=70, replay=True, divides=True,
+          meta="floordiv", domain=_nonzero_divisor),
+    _prim("remainder", PrimIDs.REMAINDER, operator.mod, 2, "%", prec=70, replay=True, divides=True, meta="mod",
+          domain=_nonzero_divisor),
+    _prim("pow", PrimIDs.POW, operator.pow, 2, "**", prec=90, replay=True, meta="pow", domain=_real_power),
     # C-style (truncating) on ints: thunder's own number division, not Python's ``/``
-    _prim("div", PrimIDs.DIV, prims._div_numbers, 2, "_div", op="div", text="/", prec=70, replay=True, divides=True),
+    _prim("div", PrimIDs.DIV, prims._div_numbers, 2, "_div", op="div", text="/", prec=70, replay=True, divides=True,
+          domain=_nonzero_divisor),
     _prim("bitwise_and", PrimIDs.BITWISE_AND, operator.and_, 2, "&", prec=44, replay=True, meta="bitand"),
     _prim("bitwise_or", PrimIDs.BITWISE_OR, operator.or_, 2, "|", prec=42, replay=True, meta="bitor"),
     _prim("bitwise_xor", PrimIDs.BITWISE_XOR, operator.xor, 2, "^", prec=43, replay=True, meta="xor"),
@@ -186,8 +230,10 @@ PRIM_OPS: tuple[NumberOp, ...] = (
           impl="metatrace_trunc", meta="trunc"),
     # ``math.sqrt`` of a number (``float(n)`` first: metatrace.proxies.float_numbers); raises
     # ValueError on a negative number, as in eager
-    _prim("sqrt", PrimIDs.SQRT, math.sqrt, 1, "_math.sqrt", op="sqrt", replay=True, impl="metatrace_sqrt"),
-    _prim("fmod", PrimIDs.FMOD, math.fmod, 2, "_math.fmod", op="fmod", replay=True, divides=True, finite=True),
+    _prim("sqrt", PrimIDs.SQRT, math.sqrt, 1, "_math.sqrt", op="sqrt", replay=True, impl="metatrace_sqrt",
+          domain=_not_negative),
+    _prim("fmod", PrimIDs.FMOD, math.fmod, 2, "_math.fmod", op="fmod", replay=True, divides=True, finite=True,
+          domain=_nonzero_divisor),
     _prim("convert_element_type", PrimIDs.CONVERT_ELEMENT_TYPE, convert, 2, "_convert", op="convert", replay=True),
     _prim("signbit", PrimIDs.SIGNBIT, prims._signbit_number, 1, "_signbit", op="signbit", replay=True, boolean=True),
     # recorded (``~x``) but not replayed: a guard on a value computed by it pins the inputs
@@ -214,8 +260,8 @@ PY_OPS: tuple[NumberOp, ...] = (
     _py_op("where", _number_where, 3, None, lambda pred, a, b: _promoted(a, b)),
     _py_op("round", builtins.round, 1, "round", lambda x: int),
     _py_op("round_digits", _round_digits, 2, "round", lambda x, n: int if number_type(x) in (bool, int) else float),
-    _py_op("pow_int", operator.pow, 2, "**", lambda a, b: int, prec=90),
-    _py_op("pow_float", _pow_float, 2, "float({0} ** {1})", lambda a, b: float),
+    _py_op("pow_int", operator.pow, 2, "**", lambda a, b: int, prec=90, domain=_int_power),
+    _py_op("pow_float", _pow_float, 2, "float({0} ** {1})", lambda a, b: float, domain=_float_power),
     *(_py_compare(relation) for relation in ("eq", "ne", "lt", "le", "gt", "ge")),
     _py_op("lshift", operator.lshift, 2, "<<", lambda a, b: int, prec=50),
     _py_op("rshift", operator.rshift, 2, ">>", lambda a, b: int, prec=50),
@@ -247,3 +293,19 @@ def relation(sym_id) -> str | None:
     metatrace's exact int/float comparison operators; None for any other symbol."""
     row = BY_ID.get(sym_id)
     return row.compare if row is not None else None
+
+
+def conditions(row: NumberOp, operands) -> list[tuple[str, Any, Any, bool]]:
+    """The row's domain on these operands: ``(relation, operand, constant, whether it holds on
+    the operands' values)`` for each condition on a symbolic operand (a plain number's is known)."""
+    if row.domain is None:
+        return []
+    found = []
+    for rel, index, constant in row.domain(*operands):
+        x = operands[index]
+        value = number_value(x)
+        if value is None:
+            continue  # a value read from tensor data: no trace-time truth
+        holds = bool(BY_RELATION[rel].evaluate(value, constant))
+        found.append((rel, x, constant, holds))
+    return found

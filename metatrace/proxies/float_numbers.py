@@ -42,7 +42,7 @@ import types
 import thunder.core.dtypes as dtypes
 import thunder.core.jit_ext as jit_ext
 import thunder.core.prims as prims
-from thunder.core.interpreter import ProvenanceRecord, PseudoInst, wrap, wrap_const
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst, do_raise, wrap, wrap_const
 from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
 
 from metatrace.metas import concretizations
@@ -147,7 +147,11 @@ def _float_lookaside(original):
 def _sqrt_lookaside(original):
     def lookaside(*args, **kwargs):
         if len(args) == 1 and not kwargs and _collecting() and _symbolic_number(args[0].value):
-            return _wrapped_result(math.sqrt, sqrt(args[0].value), args)
+            try:
+                result = sqrt(args[0].value)
+            except ValueError as e:  # a negative number, as eager: the user's ``except`` may take it
+                return do_raise(e)
+            return _wrapped_result(math.sqrt, result, args)
         if callable(original):
             return original(*args, **kwargs)
         return jit_ext.interpreter_needs_wrap(math.sqrt)(*args, **kwargs)

@@ -3,9 +3,10 @@
 While metatrace is enabled (``math.floor(-3.25)`` was -3, ``7 ** -2`` was 0):
 
 - ``math.floor``/``ceil``/``trunc`` are ``int(prims.floor(x))`` ..., float ``a // b`` is
-  ``prims.py_floordiv``, and ``round``, ``int ** int``, ``<<``/``>>`` and ``where`` on three
+  ``prims.py_floordiv``, and ``round``, ``<<``/``>>`` and ``where`` on three
   numbers run as the Python functions themselves (operators of the python executor,
   ``metatrace.metas.python_executor``).
+- ``a ** b`` has Python's type (metatrace.proxies.powers).
 - ``divmod`` on number proxies is ``(a // b, a % b)`` (thunder has no ``divmod`` method).
 - ``-b``, ``+b``, ``abs(b)``, ``~b`` of a bool number are the int operations.
 - ``where`` with a symbolic number condition and tensor branches (``copysign(t, n)``) makes the
@@ -40,6 +41,7 @@ from metatrace.metas import concretizations, python_executor
 from metatrace.metas.torch_metas import concrete_numbers, tracing
 from metatrace.patching import Patch, attribute, item
 from metatrace.proxies import number_methods
+from metatrace.proxies.powers import power_method
 
 # (thunder.clang re-exports a ``langctx`` name that hides the submodule from attribute access)
 clang_langctx = importlib.import_module("thunder.clang.langctx")
@@ -91,22 +93,6 @@ def _round(name: str, original):
         return python_executor.py_op("round_digits")(self, ndigits)
 
     return _round
-
-
-def _pow(a, b, original):
-    if not (tracing() and _is_integer(a) and _is_integer(b)):
-        return original()
-    # int ** int is an int, unless the exponent is negative: its type depends on the sign.
-    negative = python_executor.number_value(b) < 0
-    if isinstance(b, NumberProxy):
-        concretizations.relation("lt", b, 0, negative)
-    return python_executor.py_op("pow_float" if negative else "pow_int")(a, b)
-
-
-def _pow_method(name: str, original):
-    if name == "__rpow__":
-        return lambda self, other: _pow(other, self, lambda: original(self, other))
-    return lambda self, other: _pow(self, other, lambda: original(self, other))
 
 
 def _floor_divide(original):
@@ -276,8 +262,8 @@ _METHODS: dict[str, Any] = {
     "__ceil__": _to_integer,
     "__trunc__": _to_integer,
     "__round__": _round,
-    "__pow__": _pow_method,
-    "__rpow__": _pow_method,
+    "__pow__": power_method,
+    "__rpow__": power_method,
     "__neg__": _unary_on_bool,
     "__pos__": _unary_on_bool,
     "__abs__": _unary_on_bool,
@@ -287,6 +273,28 @@ _METHODS: dict[str, Any] = {
     "__rshift__": _shift,
     "__rrshift__": _shift,
 }
+
+
+# Bitwise operators take integers only: on a float Python raises TypeError (thunder's prims a
+# RuntimeError of their own, or an int result).
+_BITWISE = {"__and__": "&", "__rand__": "&", "__or__": "|", "__ror__": "|", "__xor__": "^", "__rxor__": "^",
+            "__lshift__": "<<", "__rlshift__": "<<", "__rshift__": ">>", "__rrshift__": ">>", "__invert__": "~"}
+
+
+def _integers_only(name: str, method):
+    symbol = _BITWISE[name]
+
+    def bitwise(self, *other):
+        types = [python_executor.number_type(x).__name__ for x in (self, *other)]
+        if any(t in ("float", "complex") for t in types):
+            if not other:
+                raise TypeError(f"bad operand type for unary {symbol}: '{types[0]}'")
+            lhs, rhs = (types[1], types[0]) if name.startswith("__r") else types
+            raise TypeError(f"unsupported operand type(s) for {symbol}: '{lhs}' and '{rhs}'")
+        return method(self, *other)
+
+    bitwise.__name__ = name
+    return bitwise
 
 
 HASHED = "hash(): a set element or dict key decides by value"
@@ -314,8 +322,10 @@ def patches() -> list[Patch]:
     rows = [attribute(NumberProxy, "__hash__", _hash, "hash() of a symbolic number pins it to its value", wrap=True),
             attribute(thunder_utils, "same_shape", _same_shape,
                       "shapes of different lengths differ with no decision on a size", wrap=True)]
-    for name, make in _METHODS.items():
-        method = make(name, NumberProxy.__dict__[name])
+    for name in sorted(set(_METHODS) | set(_BITWISE)):
+        method = NumberProxy.__dict__[name]
+        method = _METHODS[name](name, method) if name in _METHODS else method
+        method = _integers_only(name, method) if name in _BITWISE else method
         rows += proxy_method(NumberProxy, name, method,
                              "Python semantics on symbolic numbers in user code (a bool in arithmetic is an int; shifts)")
     clang_why = "Python // semantics, where() and torch.tensor() on symbolic numbers; slices clamp as in eager"

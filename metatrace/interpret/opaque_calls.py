@@ -1,0 +1,384 @@
+"""C code never meets a symbol: an opaque call gets the numbers' values, each guarded by equality.
+
+thunder's interpreter runs a C-implemented callable that has no lookaside (``str.join``,
+``math.gcd``, ``int.to_bytes``, ``"{:>4}".format``) on the unwrapped arguments. A number proxy
+among them reached the C code as an object: the C code printed its name (``"x".join(map(str,
+x.shape))`` was ``"i0=2xi1=3"`` on every call), failed on it (``"{:>4}".format(n)``: TypeError),
+or read a value through a dunder the trace never saw. While metatrace compiles, such a callable
+gets the number's Python value instead (directly, inside a list, tuple, dict or set argument, or
+as ``self``), and the value is reported to the guard sink: the prologue checks it and
+``explain()`` names the function and line.
+
+The exceptions are the ones where the value stays symbolic today:
+
+- :data:`_DUNDER`: the callable only calls a dunder of its argument (``abs``, ``divmod``,
+  ``operator.add``, ``math.floor``, 2-argument ``pow``), which the proxy models (recorded
+  ``prims``, metatrace's number semantics).
+- :data:`_MOVES_OBJECTS`: the callable stores, moves or names objects without reading their value
+  (attribute access, ``id``, ``iter``, a list's or tuple's methods: a sort or an ``index`` compares
+  through the proxy's own comparison, a guarded relation). A dict's or set's key is hashed by value
+  in eager and by identity on a proxy: a key there is concretized.
+- torch's callables (thunder's symbols, or errors of thunder's own) and calls made by thunder's
+  interpreted helpers (its Python versions of builtins, which call C slots on proxies on purpose).
+
+A proxy lacks most of its number's methods and attributes (``n.bit_length()``,
+``f.is_integer()``, ``n.real``): :func:`number_attribute` answers them from the value, guarded,
+except the few whose result is the proxy itself or a constant (:data:`_SYMBOLIC_ATTRIBUTES`).
+``map`` and ``filter`` with a function run the function under the interpreter
+(:func:`_py_map`), so ``str`` of a size goes through metatrace.interpret.values_as_text.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import functools
+import inspect
+import math
+import operator
+import types
+
+import thunder.core.interpreter as interpreter
+import thunder.core.jit_ext as jit_ext
+from thunder.core.interpreter import (
+    INTERPRETER_SIGNALS, WrappedValue, _interpret_call, do_raise, is_opaque, unwrap, wrap, wrap_const,
+)
+from thunder.core.proxies import NumberProxy
+
+from metatrace import patching
+from metatrace.errors import MetatraceError
+from metatrace.guards import provenance
+from metatrace.metas import concretizations
+from metatrace.patching import Patch, attribute
+from metatrace.interpret.values_as_text import calling_file, package_dir
+
+_THUNDER = package_dir(__import__("thunder"))
+
+
+def _operator_dunders() -> dict:
+    """``operator.add`` -> ``__add__``: the operator module's functions call the dunder of that name."""
+    found = {}
+    for name in dir(operator):
+        in_place = name.startswith("__i") and name not in ("__invert__", "__index__")
+        if name.startswith("__") and name.endswith("__") and not in_place and name != "__call__":
+            fn = getattr(operator, name)
+            if callable(fn):
+                found[fn] = name
+    return found
+
+
+# C callables whose result is the dunder of a number argument (modelled on proxies); ``None``: any
+# arity, else how many positional arguments (3-argument ``pow`` has no dunder the proxy models).
+_DUNDER: dict = {
+    **{fn: (name, None) for fn, name in _operator_dunders().items()},
+    abs: ("__abs__", 1), divmod: ("__divmod__", 2), pow: ("__pow__", 2), round: ("__round__", None),
+    math.floor: ("__floor__", 1), math.ceil: ("__ceil__", 1), math.trunc: ("__trunc__", 1),
+}
+
+# Callables that store, move or name their arguments: the value is never read.
+_MOVES_OBJECTS = {
+    getattr, setattr, hasattr, delattr, id, type, isinstance, issubclass, callable, iter, next, len, vars, dir,
+    print, super, object.__setattr__, object.__getattribute__, object.__delattr__, object.__init__, object.__new__,
+    type.__call__, functools.partial.__call__,
+}
+# The descriptor protocol binds an object (``list.reverse.__get__(items)``): it reads no value.
+_BINDING = ("__get__", "__set__", "__delete__", "__set_name__")
+# Owners whose methods store or move elements (comparisons go through the proxy's own dunders).
+_STORING_OWNERS = (list, tuple, collections.deque, slice, types.SimpleNamespace, functools.partial, super, type)
+# A dict's or set's methods: values are stored, keys are hashed (by value in eager).
+_HASHING_OWNERS = (dict, set, frozenset, collections.OrderedDict, collections.defaultdict)
+_STORES_VALUE = {"__setitem__": 2, "setdefault": 2, "get": 2, "pop": 2, "fromkeys": 2, "update": 1}
+
+# Attributes of a number whose value needs no guard: (python type, name) -> from the proxy.
+_SYMBOLIC_ATTRIBUTES = {
+    (int, "real"): lambda n: n, (int, "numerator"): lambda n: n, (int, "imag"): lambda n: 0,
+    (int, "denominator"): lambda n: 1, (float, "real"): lambda f: f, (float, "imag"): lambda f: 0.0,
+    (int, "conjugate"): lambda n: (lambda: n), (float, "conjugate"): lambda f: (lambda: f),
+}
+
+
+# Containers longer than this are not looked into (a module's globals reach ``dict.get``): a
+# number C code reads is an argument or an element of a short list, tuple, dict or set.
+_LOOKED_INTO = 64
+
+
+def _has_proxy(x, depth: int = 0) -> bool:
+    if isinstance(x, NumberProxy):
+        return True
+    if depth > 1 or type(x) not in (list, tuple, set, frozenset, dict) or len(x) > _LOOKED_INTO:
+        return False
+    if type(x) in (list, tuple, set, frozenset):
+        return any(_has_proxy(e, depth + 1) for e in x)
+    if type(x) is dict:
+        return any(_has_proxy(k, depth + 1) or _has_proxy(v, depth + 1) for k, v in x.items())
+    return False
+
+
+def _concrete(x, why: str, depth: int = 0):
+    """``x`` with its number proxies (and those in its lists, tuples, dicts and sets) replaced by
+    their values, each guarded by equality."""
+    if isinstance(x, NumberProxy):
+        concretizations.static(x, x.value, why)
+        return x.value
+    if depth > 1 or type(x) not in (list, tuple, set, frozenset, dict) or len(x) > _LOOKED_INTO:
+        return x
+    if type(x) in (list, tuple, set, frozenset):
+        return type(x)(_concrete(e, why, depth + 1) for e in x)
+    if type(x) is dict:
+        return {_concrete(k, why, depth + 1): _concrete(v, why, depth + 1) for k, v in x.items()}
+    return x
+
+
+def _owner(fn):
+    owner = getattr(fn, "__objclass__", None)
+    if owner is None:
+        self = getattr(fn, "__self__", None)
+        owner = self if isinstance(self, type) else None
+    return owner
+
+
+def _models_dunder(fn, args: list) -> bool:
+    try:
+        entry = _DUNDER.get(fn)
+    except TypeError:  # an unhashable callable
+        return False
+    if entry is None:
+        return False
+    name, arity = entry
+    if arity is not None and len(args) != arity:
+        return False
+    return any(isinstance(a, NumberProxy) and hasattr(type(a), name) for a in args)
+
+
+def _kept_positions(fn, args: list) -> set | None:
+    """None where the callable only moves objects or models the result: its arguments stay."""
+    try:
+        if fn in _MOVES_OBJECTS:
+            return None
+    except TypeError:
+        return None
+    if getattr(fn, "__name__", None) in _BINDING:
+        return None
+    owner = _owner(fn)
+    module = getattr(fn, "__module__", None) or getattr(owner, "__module__", None) or ""
+    if module.startswith("torch") or (owner is not None and issubclass(owner, _STORING_OWNERS)):
+        return None
+    if _models_dunder(fn, args):
+        return None
+    return set()
+
+
+def _hashed(fn) -> bool:
+    """A dict's or set's method: only a key (a number proxy passed directly) is read, by its hash."""
+    owner = _owner(fn)
+    return owner is not None and issubclass(owner, _HASHING_OWNERS)
+
+
+def _name(fn) -> str:
+    owner = _owner(fn)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    return name if owner is None or "." in name else f"{owner.__name__}.{name}"
+
+
+def _rebind_on_value(fn, args: list):
+    """``object.__format__(n, spec)``: a method the proxy inherits from ``object`` is its number's
+    type's method on the value (``int.__format__``)."""
+    if args and isinstance(args[0], NumberProxy) and _owner(fn) is object:
+        own = getattr(args[0].python_type, getattr(fn, "__name__", ""), None)
+        if own is not None:
+            return own
+    return fn
+
+
+def concretized_call(fn, args: tuple, kwargs: dict):
+    """``(fn or None when unchanged, args, kwargs)`` for the opaque call: the numbers' values where
+    C code would read them, or None to leave the call as it is."""
+    values = [a.value if type(a) is WrappedValue else a for a in args]
+    kvalues = {k: (v.value if type(v) is WrappedValue else v) for k, v in kwargs.items()}
+    if not any(_has_proxy(v) for v in values) and not any(_has_proxy(v) for v in kvalues.values()):
+        return None
+    kept = _kept_positions(fn, values)
+    if kept is None:
+        return None
+    why = f"an argument of {_name(fn)} (C code reads the value)"
+    if _hashed(fn):  # keys only; stored values and the container itself stay as they are
+        if not any(isinstance(v, NumberProxy) for v in values[1:]):
+            return None
+        stored = _STORES_VALUE.get(getattr(fn, "__name__", ""))
+        new_args = tuple(wrap_const(_concrete(v, why)) if i and i != stored and isinstance(v, NumberProxy) else a
+                         for i, (a, v) in enumerate(zip(args, values)))
+        return None, new_args, kwargs
+    rebound = _rebind_on_value(fn, values)
+    new_args = tuple(a if not _has_proxy(v) else wrap_const(_concrete(v, why)) for a, v in zip(args, values))
+    new_kwargs = {k: (v if not _has_proxy(kvalues[k]) else wrap_const(_concrete(kvalues[k], why)))
+                  for k, v in kwargs.items()}
+    return (wrap_const(rebound) if rebound is not fn else None), new_args, new_kwargs
+
+
+def _would_call_opaque(compilectx, fn, args, kwargs) -> bool:
+    """thunder's ``_call_dispatch`` would reach its opaque step: no canonicalization of a bound
+    builtin method first (the canonical call comes back here), no lookaside."""
+    if not is_opaque(fn):
+        return False
+    if isinstance(fn, (types.BuiltinMethodType, types.MethodWrapperType)):
+        slf = fn.__self__
+        if slf is not None and not isinstance(slf, (type, types.ModuleType)) and type(slf).__name__ != "PyCapsule":
+            return False
+    found = compilectx.lookaside(fn, *args, **kwargs)
+    return found is None
+
+
+def _from_thunder() -> bool:
+    path = calling_file()
+    return path is None or path.startswith(_THUNDER)
+
+
+# A proxy's conversions read ``self.value``: interpreted (``n.__index__()`` in user code) that read
+# became an input the prologue unpacked (``subscr0.value``). They run as thunder's code, which
+# reports the value it bakes in (metatrace.proxies.number_methods).
+_CONVERSIONS = ("__index__", "__int__", "__float__", "__complex__", "__bool__")
+
+
+def _conversion(fn, args):
+    """``NumberProxy.__index__`` called on a number proxy, else None."""
+    if not isinstance(fn, types.FunctionType) or fn.__name__ not in _CONVERSIONS or not args:
+        return None
+    n = unwrap(args[0])
+    return fn if isinstance(n, NumberProxy) and inspect.getattr_static(type(n), fn.__name__, None) is fn else None
+
+
+def _converting(fn, args):
+    n = unwrap(args[0])
+    try:
+        fn(*(unwrap(a) for a in args))  # (reports the value it bakes in)
+        # Python's own method on the value: ``True.__index__()`` is 1
+        result = getattr(n.python_type, fn.__name__)(n.value, *(unwrap(a) for a in args[1:]))
+    except Exception as e:
+        return do_raise(e)
+    return wrap(result, provenance=provenance.opaque_record([wrap_const(fn).provenance, *(a.provenance for a in args)]))
+
+
+def _dispatching(original):
+    @functools.wraps(original)
+    def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
+        if concretizations.COLLECTOR.get() is not None:
+            ufn = unwrap(fn)
+            if not kwargs and _conversion(ufn, args) is not None:
+                return _converting(ufn, args)
+            if (callable(ufn) and _would_call_opaque_cheap(ufn, args, kwargs) and not _from_thunder()
+                    and _would_call_opaque(compilectx, ufn, args, kwargs)):
+                try:
+                    call = concretized_call(ufn, args, kwargs)
+                except MetatraceError as e:  # (a value read from tensor data: raised as the C code's __int__ would)
+                    return do_raise(e)
+                if call is not None:
+                    new_fn, args, kwargs = call
+                    fn = fn if new_fn is None else new_fn
+        return original(compilectx, runtimectx, fn, *args, **kwargs)
+
+    return _call_dispatch
+
+
+def _would_call_opaque_cheap(fn, args, kwargs) -> bool:
+    """The cheap half: an opaque callable and a proxy among the arguments."""
+    return is_opaque(fn) and (any(_has_proxy(unwrap(a)) for a in args)
+                              or any(_has_proxy(unwrap(v)) for v in kwargs.values()))
+
+
+def number_attribute(obj, name):
+    """``n.bit_length``, ``f.is_integer``, ``n.real`` on a number proxy: from the number's value
+    (guarded by equality), or symbolic where :data:`_SYMBOLIC_ATTRIBUTES` has it. NotImplemented
+    when ``obj`` is no number proxy or its number has no such attribute."""
+    if not isinstance(obj, NumberProxy) or not isinstance(name, str):
+        return NotImplemented
+    python_type = getattr(obj, "python_type", None)
+    if python_type not in (bool, int, float, complex) or not hasattr(python_type, name):
+        return NotImplemented
+    symbolic = _SYMBOLIC_ATTRIBUTES.get((int if python_type is bool else python_type, name))
+    if symbolic is not None and python_type is not bool:
+        return symbolic(obj)
+    concretizations.static(obj, obj.value, f"the attribute {python_type.__name__}.{name} (C code reads the value)")
+    return getattr(obj.value, name)
+
+
+def _getting_number_attributes(original):
+    @functools.wraps(original)
+    def _object_getattribute_lookaside(obj, name):
+        if concretizations.COLLECTOR.get() is None or not isinstance(unwrap(obj), NumberProxy):
+            return original(obj, name)
+        missing = _missing_dunder(unwrap(obj), unwrap(name))
+        if missing is not None:
+            return do_raise(missing)
+        result = original(obj, name)
+        runtimectx = interpreter.get_interpreterruntimectx()
+        if result is not INTERPRETER_SIGNALS.EXCEPTION_RAISED or not isinstance(runtimectx.curexc, AttributeError):
+            return result
+        try:
+            found = number_attribute(unwrap(obj), unwrap(name))
+        except MetatraceError as e:
+            runtimectx.curexc = None
+            return do_raise(e)
+        if found is NotImplemented:
+            return result
+        runtimectx.curexc = None
+        # thunder wraps an attribute as read from its object, which the prologue would unpack
+        # (an input's ``.real``); the value known here is a constant or the number itself
+        if type(obj) is WrappedValue and interpreter.get_interpretercompilectx()._with_provenance_tracking:
+            obj.attribute_wrappers[unwrap(name)] = obj if found is unwrap(obj) else wrap_const(found)
+        return found
+
+    return _object_getattribute_lookaside
+
+
+# The dunders of Python's numbers (a proxy's ``__dict__`` is read by the interpreter itself).
+_NUMBER_DUNDERS = frozenset(name for typ in (int, float, complex) for name in dir(typ) if name.startswith("__"))
+
+
+def _missing_dunder(n: NumberProxy, name) -> AttributeError | None:
+    """``f.__xor__`` on a float: the proxy class has every number dunder, the float has not."""
+    python_type = getattr(n, "python_type", None)
+    if (not isinstance(name, str) or not name.startswith("__") or python_type not in (bool, int, float, complex)
+            or name not in _NUMBER_DUNDERS or name in dir(python_type)):  # (dir: ``type.__or__`` is no float's)
+        return None
+    return AttributeError(f"'{python_type.__name__}' object has no attribute '{name}'")
+
+
+def _py_map(fn, *iterables):
+    for items in zip(*iterables):
+        yield fn(*items)
+
+
+def _py_filter(fn, iterable):
+    for item in iterable:
+        if (bool(item) if fn is None else fn(item)):
+            yield item
+
+
+def _interpreted(py_fn, typ):
+    """A lookaside for ``map``/``filter``: the function runs under the interpreter (a generator
+    instead of a ``map`` object) while metatrace compiles; thunder's type call otherwise."""
+
+    def lookaside(*args, **kwargs):
+        if concretizations.COLLECTOR.get() is not None and args and not kwargs:
+            return _interpret_call(py_fn, *args)
+        from thunder.core.interpreter import _type_call_lookaside
+
+        return _type_call_lookaside(wrap_const(typ), *args, **kwargs)
+
+    lookaside.__name__ = f"metatrace_{typ.__name__}_lookaside"
+    return lookaside
+
+
+def patches() -> list[Patch]:
+    return [
+        attribute(interpreter, "_call_dispatch", _dispatching,
+                  "an opaque (C) callable gets the values of the number proxies among its arguments, guarded",
+                  wrap=True),
+        attribute(interpreter, "_object_getattribute_lookaside", _getting_number_attributes,
+                  "a number's methods and attributes a proxy lacks (bit_length, is_integer) come from its value",
+                  wrap=True),
+        *(patching.item(jit_ext._general_jit_lookaside_map, typ, _interpreted(py_fn, typ),
+                        "map/filter run their function under the interpreter",
+                        label="thunder.core.jit_ext._general_jit_lookaside_map")
+          for typ, py_fn in ((map, _py_map), (filter, _py_filter))),
+    ]

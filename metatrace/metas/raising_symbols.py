@@ -1,0 +1,73 @@
+"""A symbol that raises leaves the trace's scopes as it found them.
+
+``Symbol.__call__`` pushes a scope (``None`` around a prim's meta, a subsymbol list around a
+composite) and pops it after the meta returns, with no ``finally``. Under constant values a
+number op that raises (``10 // n`` with ``n == 0``) raises in plain Python before any symbol
+runs; under symbolic values it raises inside ``prims.py_floordiv``'s meta, and a ``try/except
+ZeroDivisionError`` in the user's code went on with the scope still pushed: everything after it
+was recorded into the dead scope, and thunder failed with ``IndexError: pop from empty list``
+where eager returned the except branch's result. The number op's row declares where it does not
+raise (its ``domain`` in :mod:`metatrace.metas.number_ops`: ``n != 0``): the failed condition is
+guarded (``n == 0``), so the entry that took the except branch serves only calls that raise too.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from thunder.core.symbol import Symbol
+from thunder.core.trace import get_tracectx
+
+from thunder.core.proxies import NumberProxy
+
+from metatrace.metas import concretizations, number_ops
+from metatrace.patching import Patch, attribute
+
+
+# Rows whose domain is guarded where they succeed too (``math.sqrt(n)``: ``n >= 0``, else a call
+# with a negative number reused the entry and raised from the compiled function, past the user's
+# ``except``). A divisor's ``!= 0`` is guarded by the guard algebra already (``divides``); powers
+# guard theirs where they choose the row (metatrace.proxies.powers).
+_GUARDED_WHERE_THEY_SUCCEED = frozenset(
+    row.id for row in number_ops.PRIM_OPS if row.domain is not None and not row.divides and row.meta != "pow")
+
+
+def guard_domain(symbol_id, args) -> None:
+    """Report the conditions of the number op ``symbol_id`` on symbolic operands, as they hold."""
+    try:
+        row = number_ops.BY_ID.get(symbol_id)
+    except TypeError:
+        return
+    if row is None or row.domain is None or len(args) != row.arity:
+        return
+    if not all(isinstance(x, (NumberProxy, bool, int, float, complex)) for x in args):
+        return  # the same prim on a tensor (``prims.sqrt(t)``): elementwise, it raises on no value
+    for rel, x, constant, holds in number_ops.conditions(row, args):
+        if isinstance(x, NumberProxy):
+            concretizations.relation(rel, x, constant, holds)
+
+
+def _restoring_scopes(original):
+    @functools.wraps(original)
+    def __call__(self, *args, **kwargs):
+        trace = get_tracectx()
+        depth = len(trace.scopes) if trace is not None else 0
+        try:
+            result = original(self, *args, **kwargs)
+        except Exception:
+            if trace is not None:
+                del trace.scopes[depth:]  # the scopes the raising call pushed
+            if concretizations.COLLECTOR.get() is not None:
+                guard_domain(self.id, args)
+            raise
+        if self.id in _GUARDED_WHERE_THEY_SUCCEED and concretizations.COLLECTOR.get() is not None:
+            guard_domain(self.id, args)
+        return result
+
+    return __call__
+
+
+def patches() -> list[Patch]:
+    return [attribute(Symbol, "__call__", _restoring_scopes,
+                      "a symbol that raises pops the scopes it pushed (a user's try/except around size arithmetic)",
+                      wrap=True)]
