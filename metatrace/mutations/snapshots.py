@@ -17,8 +17,7 @@ _ABSENT = object()
 
 
 def _list(obj: list) -> Callable[[Any], None]:
-    saved = list.__iter__(obj)
-    saved = list(saved)
+    saved = list(list.__iter__(obj))  # (the base type's iterator: a subclass's __iter__ may be user code)
     return lambda o: list.__setitem__(o, slice(None), saved)
 
 
