@@ -42,6 +42,8 @@ MODULE_COSTS = {
     "test_modules.py": 80,
     "test_fuzz.py": 100,
     "test_fuzz_stock.py": 30,
+    "test_mutations.py": 70,
+    "test_c_calls.py": 40,
     "test_python_values.py": 50,
     "test_cache.py": 45,
     "test_dropin.py": 35,
