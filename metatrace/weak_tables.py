@@ -11,6 +11,7 @@ reference's callback), so a dead object's entry is not kept alive until the next
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable
 
@@ -39,3 +40,39 @@ class WeakTable:
     def _forget_last(self, ref) -> None:
         if self._last[0] is ref:
             self._last = (lambda: None, None)
+
+
+class IdentityTable:
+    """object -> entry, made by ``make()`` on first use; keyed by identity, held weakly.
+
+    For objects whose ``==`` is not an identity test (thunder's proxies: ``a == b`` records a
+    comparison, and a weak dictionary compares keys with ``==`` on a hash collision). An entry
+    goes when its object dies; an object's ``id`` reused by a new object never finds the old
+    entry (the entry keeps a weak reference to its object and is checked against it)."""
+
+    def __init__(self, make: Callable[[], object]):
+        self._make = make
+        self._entries: dict[int, tuple] = {}  # id(obj) -> (weak reference to obj, entry)
+
+    def get(self, obj, create: bool = True):
+        """The entry of ``obj`` (made if missing and ``create``, else None)."""
+        key = id(obj)
+        held = self._entries.get(key)
+        if held is not None and held[0]() is obj:
+            return held[1]
+        if not create:
+            return None
+        entry = self._make()
+        self._entries[key] = (weakref.ref(obj, functools.partial(self._forget, key)), entry)
+        return entry
+
+    def _forget(self, key: int, ref) -> None:
+        held = self._entries.get(key)
+        if held is not None and held[0] is ref:
+            del self._entries[key]
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -25,7 +25,7 @@ thunder's path.
 
 from __future__ import annotations
 
-import weakref
+
 
 import thunder.clang as clang
 import thunder.core.dtypes as dtypes
@@ -36,31 +36,31 @@ from thunder.core.proxies import TensorProxy
 
 from metatrace.metas import data_dependent_ops, runtime, torch_lookasides, unbacked
 from metatrace.patching import Patch
+from metatrace.weak_tables import IdentityTable
 
 def _nonzero_op(a: TensorProxy):
     """``(indices, count)`` of ``a`` (``metatrace_nonzero``)."""
     return data_dependent_ops.call("metatrace_nonzero", a)
 
 
-# id(tensor proxy) -> (a weak reference to it, its indices): ``x[m] - y[m]`` reads the indices of
+# tensor proxy -> {flattened?: its indices}: ``x[m] - y[m]`` reads the indices of
 # ``m`` once, so both results have the same length symbol (two calls would have two counts, and
 # broadcasting them would ask whether they are equal). Emptied by every in-place op (thunder keeps
 # the proxy of a tensor written in place, or of its alias, until its functionalization pass).
-_SHARED: dict[int, tuple] = {}
+_SHARED = IdentityTable(dict)
 
 
 def _shared(a: TensorProxy, flat: bool) -> TensorProxy:
     """The indices of ``a`` (``flat``: of ``a`` flattened, 1-d), made once per tensor proxy."""
-    key = (id(a), flat)
-    entry = _SHARED.get(key)
-    if entry is not None and entry[0]() is a:
-        return entry[1]
+    known = _SHARED.get(a)
+    if flat in known:
+        return known[flat]
     if flat:
         indices = ltorch.squeeze(_indices(ltorch.flatten(a) if a.ndim != 1 else a), 1)
         unbacked.counts_elements_of(indices.shape[0], a)  # (the count of the flattened mask is a's)
     else:
         indices, _count = _nonzero_op(a)
-    _SHARED[key] = (weakref.ref(a, lambda _, key=key, table=_SHARED: table.pop(key, None)), indices)
+    known[flat] = indices
     return indices
 
 
@@ -70,7 +70,7 @@ def _indices(a: TensorProxy) -> TensorProxy:
 
 def sharing() -> bool:
     """Some tensor's indices are shared (the in-place check is skipped otherwise)."""
-    return bool(_SHARED)
+    return len(_SHARED) > 0
 
 
 def written_in_place() -> None:

@@ -20,7 +20,7 @@ The lookasides that build torch functions from these operators are in
 
 from __future__ import annotations
 
-import weakref
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -31,12 +31,12 @@ from thunder.core.transforms import nondifferentiable_vjp_symbols
 
 from metatrace.metas import record_state, unbacked
 from metatrace.patching import Patch, item, member
+from metatrace.weak_tables import IdentityTable
 
-# id(first operand) -> (a weak reference to it, operator name, the size a bound symbol of the
-# operator outputs for it): every such bound symbol is remembered as it is made
+# first operand -> {operator name: the size a bound symbol of the operator outputs for it}: every such bound symbol is remembered as it is made
 # (BoundSymbol.__post_init__, metatrace.proxies.number_methods), including the copies executor
 # passes make with renamed inputs.
-_BOUND: dict[tuple, tuple] = {}
+_BOUND = IdentityTable(dict)
 
 
 def remember(bsym) -> None:
@@ -44,8 +44,7 @@ def remember(bsym) -> None:
     if bsym.sym.id not in _BY_NAME or not bsym.args or not isinstance(bsym.output, tuple):
         return
     a, size = bsym.args[0], bsym.output[-1]
-    key = (bsym.sym.id, id(a))
-    _BOUND[key] = (weakref.ref(a, lambda _, key=key, table=_BOUND: table.pop(key, None)), size)
+    _BOUND.get(a)[bsym.sym.id] = size
 
 
 def _size_for(name: str, a, counting: tuple | None):
@@ -55,9 +54,9 @@ def _size_for(name: str, a, counting: tuple | None):
     has no value to recompute, only its symbol. During a compile every call makes a new size (a
     proxy written in place between two reads is still the same proxy there)."""
     if not record_state.INTERPRETING.get():
-        entry = _BOUND.get((name, id(a)))
-        if entry is not None and entry[0]() is a:
-            return entry[1]
+        known = _BOUND.get(a, create=False)
+        if known is not None and name in known:
+            return known[name]
     return unbacked.new_size(counting=counting, op=name, source=a if counting is not None else None)
 
 

@@ -30,6 +30,7 @@ import thunder.core.prims as prims
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.proxies import pyval as _thunder_pyval
 
+from metatrace.weak_tables import IdentityTable
 from metatrace.metas import concretizations, number_ops, unbacked
 from metatrace.metas.record_state import current_recorder, functional_trace, value_propagation
 from metatrace.metas.record_state import record as _record
@@ -102,12 +103,23 @@ def _record_unbacked(sym, *args):  # an operand has no value: neither has the re
     return _record(sym, None, *args, python_type=python_type, tags=unbacked.tag_of(sym.name, *args))
 
 
+# a number recorded as ``base + total`` -> [base, total, the recorder it was recorded in]
+_OFFSETS = IdentityTable(list)
+
+
+def forget_offset(a) -> None:
+    """``a`` is no longer folded through its chain of offsets (its base lives in another trace)."""
+    entry = _OFFSETS.get(a, create=False)
+    if entry:
+        entry.clear()
+
+
 def _offset(a, k: int):
     """``a + k`` for a symbolic int and a literal int, folding chains of constant offsets:
     ``(x + 1) - 1`` is ``x`` and ``(x + 1) + 2`` is ``x + 3``, so shape formulas like
     ``(stop - start + stride - 1) // stride`` record only what they compute."""
     recorder = current_recorder()
-    base, total, scope = getattr(a, "_mt_offset", (a, 0, recorder))
+    base, total, scope = _OFFSETS.get(a, create=False) or (a, 0, recorder)
     if scope is not recorder:  # the chain's base may not be bound in this scope: start from a
         base, total = a, 0
     total += k
@@ -121,11 +133,11 @@ def _offset(a, k: int):
                 out = base + total if total > 0 else base - (-total)
         else:
             out = _record_unbacked(prims.add, base, total) if total > 0 else _record_unbacked(prims.sub, base, -total)
-        out._mt_offset = (base, total, recorder)
+        _OFFSETS.get(out)[:] = (base, total, recorder)
         return out
     value = _thunder_pyval(base) + total
     out = _record(prims.add, value, base, total) if total > 0 else _record(prims.sub, value, base, -total)
-    out._mt_offset = (base, total, recorder)
+    _OFFSETS.get(out)[:] = (base, total, recorder)
     return out
 
 

@@ -32,6 +32,7 @@ from numbers import Number
 from thunder.core.proxies import IntegerProxy, NumberProxy
 
 from metatrace.metas import concretizations
+from metatrace.weak_tables import IdentityTable
 
 
 class _Tag:
@@ -288,11 +289,12 @@ def converted(a: NumberProxy, dtype, /) -> NumberProxy:
     return numberproxy(python_type, None)
 
 
-# (op name, operands) -> (weak references to the proxy operands, the result) for every number op
-# recorded on a number with no value: re-running a meta outside a compile (thunder's
-# ``check_trace``) computes ``n + n`` again, and only the recorded symbol equals the output size
-# it checks against (no value tells a new symbol from it). Operands are keyed by identity.
-_OPS: dict[tuple, tuple] = {}
+# first number operand -> {(op name, operands): (weak references to the number operands, the
+# result)} for every number op recorded on a number with no value: re-running a meta outside a
+# compile (thunder's ``check_trace``) computes ``n + n`` again, and only the recorded symbol equals
+# the output size it checks against (no value tells a new symbol from it). Operands are keyed by
+# identity.
+_OPS = IdentityTable(dict)
 
 
 def _op_key(name: str, args) -> tuple:
@@ -301,12 +303,10 @@ def _op_key(name: str, args) -> tuple:
 
 def remember_op(name: str, args, out) -> None:
     """``out`` is the recorded ``name(*args)`` (an operand has no value)."""
-    key = _op_key(name, args)
-    refs = tuple(weakref.ref(a, lambda _, key=key, table=_OPS: table.pop(key, None)) for a in args if isinstance(a, NumberProxy))
-    _OPS[key] = (refs, out)
-    out_key = id(out)
-    _PRODUCERS[out_key] = (weakref.ref(out, lambda _, key=out_key, table=_PRODUCERS: table.pop(key, None)), name,
-                           tuple(args))
+    operands = [a for a in args if isinstance(a, NumberProxy)]
+    if operands:
+        _OPS.get(operands[0])[_op_key(name, args)] = (tuple(weakref.ref(a) for a in operands), out)
+    _PRODUCERS.get(out)[:] = (name, tuple(args))
 
 
 def product_outside_compile(a, b) -> IntegerProxy:
@@ -320,18 +320,17 @@ def product_outside_compile(a, b) -> IntegerProxy:
     return out
 
 
-# id(result) -> (a weak reference to it, op name, operands) of the number ops recorded on a number
-# with no value: what :func:`fold_division` reads a product's factors from.
-_PRODUCERS: dict[int, tuple] = {}
+# result -> [op name, operands] of the number ops recorded on a number with no value: what
+# :func:`fold_division` reads a product's factors from.
+_PRODUCERS = IdentityTable(list)
 
 
 def _factors(x, limit: int = 16) -> list:
     """``x`` as the factors of the product chain that computed it (``[n, C]`` for ``n * C``)."""
     if not isinstance(x, NumberProxy) or x.value is not None or not limit:
         return [x]
-    entry = _PRODUCERS.get(id(x))
-    if entry is not None and entry[0]() is x:
-        name, args = entry[1], entry[2]
+    if entry := _PRODUCERS.get(x, create=False):
+        name, args = entry
     elif (bsym := concretizations.producer_of(x)) is not None:  # thunder's own number op (a numel)
         name, args = bsym.sym.name, bsym.args
     else:
@@ -398,11 +397,12 @@ def fold_division(name: str, a, b):
 
 def recorded_op(name: str, args):
     """The symbol recorded for ``name(*args)`` during the compile, or None."""
-    entry = _OPS.get(_op_key(name, args))
+    operands = [a for a in args if isinstance(a, NumberProxy)]
+    known = _OPS.get(operands[0], create=False) if operands else None
+    entry = None if known is None else known.get(_op_key(name, args))
     if entry is None:
         return None
     refs, out = entry
-    operands = [a for a in args if isinstance(a, NumberProxy)]
     if len(refs) != len(operands) or any(r() is not a for r, a in zip(refs, operands)):
         return None
     return out

@@ -28,6 +28,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy, variableify
 from thunder.core.pytree import tree_iter
 
 from metatrace.passes.trace_facts import binds_inputs, input_names
+from metatrace.metas import runtime
 from metatrace.metas.proxy_edits import set_shape
 from metatrace.proxies.renames import rename_sizes
 from metatrace.proxies.renames import proxy_outputs as _outputs  # (one walker of output proxies for both modules)
@@ -102,9 +103,9 @@ def give_back_old_names(state: Substitution) -> dict:
         return back
     for was in back.values():
         # The runtime folds ``was + k`` through the chain of constant offsets ``was`` was
-        # recorded with (``_mt_offset``: its base and offset), whose base lives in the old
-        # trace's scope: in the new trace that fold would name a number nothing there binds.
-        was.__dict__.pop("_mt_offset", None)
+        # recorded with (its base and offset), whose base lives in the old trace's scope: in the
+        # new trace that fold would name a number nothing there binds.
+        runtime.forget_offset(was)
     swap = {variableify(state.produced[name]): was for name, was in back.items()}
     bsyms = state.bsyms
     for i, b in enumerate(bsyms):
