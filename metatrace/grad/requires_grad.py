@@ -38,13 +38,17 @@ import torch
 from thunder.core import dtypes
 from thunder.core.compile_data import get_compile_data
 from thunder.core.interpreter import _interpret_call
+import thunder.core.prims as prims
 from thunder.core.prims import OpTags
 from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_iter
 from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx
 
+from metatrace.grad import scalar_tensor_grads
 from metatrace.patching import Patch, attribute, item
+
+_PUT_GRAD = prims.put_grad
 
 # backward function of a cache entry -> per flat output, True where eager returns it without
 # grad. Lives as long as the entry's backward function (the entry holds it; weak keys).
@@ -64,6 +68,8 @@ def _call(original):
     def __call__(self, *args, **kwargs):
         if self.id in NOT_DIFFERENTIABLE and get_tracectx() is not None:
             _refuse_gradient(self, args, kwargs)
+        if self is _PUT_GRAD:  # (the one call that needs it: one identity test on every call)
+            args = scalar_tensor_grads.summed_to_scalar(self, args)
         result = original(self, *args, **kwargs)
         if self.is_prim and get_tracectx() is not None and (cd := get_compile_data()) is not None:
             _set_eager_flags(self, args, kwargs, result, cd.is_grad_enabled)
