@@ -15,15 +15,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import thunder
-from thunder.core.compile_data import _compile_data
 
 from metatrace.guards import provenance
-from metatrace.guards.registry import EXPECTED, PROGRAMS
+from metatrace.guards.registry import EXPECTED, PROGRAMS, compile_stats, function_record
 
 recompile_logger = logging.getLogger("metatrace.recompiles")
 
@@ -189,23 +187,15 @@ def explain(jitted_fn, verbose: bool = False) -> list[EntryGuards]:
 # ---------------------------------------------------------------------------------------------
 
 
-# thunder's CompileStats of a jitted function -> (its call count, {check id: why it failed}) of
-# the call being checked; weakly keyed: it dies with the function
-_REJECTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def record_rejection(program_id: str, text: str) -> None:
     """Called by a failing guard program or structure check (``guard failed: T < 8``, ``argument
     structure changed: ...``): remembers it for the miss report of this call."""
-    try:
-        _, cs = _compile_data.get()
-    except LookupError:
-        return
+    cs = compile_stats()
     if cs is not None:
-        rejections = _REJECTIONS.get(cs)
-        if rejections is None or rejections[0] != cs.calls:
-            rejections = _REJECTIONS[cs] = (cs.calls, {})
-        rejections[1][program_id] = text
+        record = function_record(cs)
+        if record.rejections[0] != cs.calls:
+            record.rejections = (cs.calls, {})
+        record.rejections[1][program_id] = text
 
 
 # metatrace's prologue operators (metatrace.guards.prologue_op): each failure is recorded with its id
@@ -216,13 +206,10 @@ def log_miss() -> None:
     """On a cache miss (a new trace starts): one line per existing entry saying why it was rejected."""
     if not recompile_logger.isEnabledFor(logging.INFO):
         return
-    try:
-        _, cs = _compile_data.get()
-    except LookupError:
-        return
+    cs = compile_stats()
     if cs is None or not cs.interpreter_cache:
         return
-    calls, failed = _REJECTIONS.get(cs, (None, {}))
+    calls, failed = function_record(cs).rejections
     failed = failed if calls == cs.calls else {}
     lines = []
     for i, entry in enumerate(cs.interpreter_cache):

@@ -13,14 +13,12 @@ reservation and removed when taken: no attribute of metatrace's on thunder's obj
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
-from thunder.core.compile_data import _compile_data
 from thunder.core.proxies import NumberProxy, TensorProxy
 
 from metatrace.guards.compiled_program import GuardProgram, ProgramConstraint, input_sizes_and_numbers
-from metatrace.guards.registry import PROGRAMS, new_id
+from metatrace.guards.registry import PROGRAMS, function_record, new_id
 
 
 @dataclass(frozen=True)
@@ -35,24 +33,13 @@ class PendingGradProgram:
     forward_texts: frozenset[str]  # plain texts of the guards the forward's program checks (not checked twice)
 
 
-_PENDING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # CompileStats -> PendingGradProgram
-
-
-def compile_stats():
-    """thunder's ``CompileStats`` of the compile running, or None outside one."""
-    try:
-        return _compile_data.get()[1]
-    except LookupError:
-        return None
-
-
 def reserve_grad_program(ctx, inputs, names: dict[str, str], display: dict[str, str], forward_texts=()) -> None:
     """Called while the prologue is built: when a tensor input requires grad, reserve a guard
     program for the grad transform (empty until it has run) and keep what it needs."""
     if not any(isinstance(v.proxy, TensorProxy) and v.proxy.requires_grad for v in inputs):
         return
-    cs = compile_stats()
-    if cs is None:
+    record = function_record()
+    if record is None:
         return
     leaves = input_sizes_and_numbers(inputs)
     if not leaves:
@@ -62,7 +49,7 @@ def reserve_grad_program(ctx, inputs, names: dict[str, str], display: dict[str, 
     PROGRAMS[program_id] = GuardProgram.accepting_all(program_id, leaves)
     size_names = {s.name for v in inputs if isinstance(v.proxy, TensorProxy) for s in v.proxy._shape
                   if isinstance(s, NumberProxy)}
-    _PENDING[cs] = PendingGradProgram(
+    record.pending_grad = PendingGradProgram(
         program_id,
         leaves,
         renamed,
@@ -75,5 +62,8 @@ def reserve_grad_program(ctx, inputs, names: dict[str, str], display: dict[str, 
 
 def take_pending_grad_program() -> PendingGradProgram | None:
     """The reservation of the compile running (once: a second grad transform gets None)."""
-    cs = compile_stats()
-    return _PENDING.pop(cs, None) if cs is not None else None
+    record = function_record()
+    if record is None:
+        return None
+    pending, record.pending_grad = record.pending_grad, None
+    return pending

@@ -7,10 +7,11 @@ operators themselves are registered on thunder's python executor by :mod:`metatr
 while metatrace is enabled. Kept apart so that guards, structure, guard_op and explain each
 import this module and none of them imports another to reach the shared state.
 
-Lifetime: an id made by :func:`new_id` while thunder compiles belongs to that compile's
-``thunder.compile_stats`` object, which the jitted function holds with its cache entries: when
-the jitted function is collected, its programs and structures leave the tables. Ids come from a
-counter, so a released id is never made again (one entry can never run another's program).
+Lifetime: everything metatrace keeps for one jitted function lives in its :class:`FunctionRecord`,
+weakly keyed by thunder's ``CompileStats`` of it (which the jitted function holds with its cache
+entries). An id made by :func:`new_id` while thunder compiles is owned by that record: when the
+jitted function is collected, its programs, structures and replays leave the tables by id. Ids come
+from a counter, so a released id is never made again (one entry can never run another's program).
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 from thunder.core.compile_data import _compile_data
+
+from metatrace.weak_tables import WeakTable
 
 # Guard programs by id (metatrace.guards.program.GuardProgram).
 PROGRAMS: dict[str, Any] = {}
@@ -30,24 +34,47 @@ EXPECTED: dict[str, Any] = {}
 REPLAYS: dict[str, Any] = {}
 
 _counters: defaultdict[str, itertools.count] = defaultdict(itertools.count)
-# compile stats of a jitted function -> the ids made while compiling for it
-_owned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@dataclass
+class FunctionRecord:
+    """What metatrace keeps for one jitted function, beside thunder's ``CompileStats`` of it."""
+
+    ids: list[str] = field(default_factory=list)  # made while compiling for it: its entries in the tables above
+    pending_grad: Any = None  # the guard program reserved for its grad transform (guards.grad_program)
+    rejections: tuple[int, dict[str, str]] = (-1, {})  # (call count, {check id: why it failed}) (guards.explain)
+
+
+_RECORDS = WeakTable(FunctionRecord)  # CompileStats -> FunctionRecord
+
+
+def compile_stats():
+    """thunder's ``CompileStats`` of the jitted function compiling or called now, or None."""
+    try:
+        return _compile_data.get()[1]
+    except LookupError:
+        return None
+
+
+def function_record(cs=None) -> FunctionRecord | None:
+    """The record of ``cs`` (default: the jitted function compiling or called now), or None."""
+    cs = compile_stats() if cs is None else cs
+    if cs is None:
+        return None
+    record = _RECORDS.get(cs, create=False)
+    if record is None:
+        record = _RECORDS.get(cs)
+        weakref.finalize(cs, _release, record.ids)
+    return record
 
 
 def new_id(prefix: str) -> str:
     """A fresh id (``g12``, ``s7``), owned by the jitted function being compiled, if any: its
-    entries in PROGRAMS and EXPECTED go when that function's compile stats are collected."""
+    entries in the tables above go when that function's compile stats are collected."""
     ident = f"{prefix}{next(_counters[prefix])}"
-    try:
-        _, owner = _compile_data.get()
-    except LookupError:
-        owner = None
-    if owner is not None:
-        ids = _owned.get(owner)
-        if ids is None:
-            ids = _owned[owner] = []
-            weakref.finalize(owner, _release, ids)
-        ids.append(ident)
+    record = function_record()
+    if record is not None:
+        record.ids.append(ident)
     return ident
 
 
@@ -62,19 +89,12 @@ def compiled_by_this_call() -> bool:
     """Whether the prologue running now is thunder's check right after a compile: thunder stamps
     ``last_trace_cache_start`` as a call begins and ``last_trace_cache_stop`` only when no entry
     matched, before it compiles (thunder/__init__.py, ``get_computation_and_inputs``)."""
-    try:
-        _, cs = _compile_data.get()
-    except LookupError:
-        return False
+    cs = compile_stats()
     return cs is not None and cs.last_trace_cache_stop >= cs.last_trace_cache_start >= 0
 
 
 # The prologue operators registered on the python executor (metatrace.guards.prologue_op), None while disabled.
 _symbols: dict[str, Any] = {"guards": None, "structure": None, "replay": None}
-
-
-def set_symbols(guards: Any, structure: Any) -> None:
-    _symbols["guards"], _symbols["structure"] = guards, structure
 
 
 def guard_symbol():

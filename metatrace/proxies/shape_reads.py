@@ -107,10 +107,6 @@ def scope_states() -> list[ScopeState]:
     return list(states.values()) if states is not None else []
 
 
-def defined_in(scope: list) -> set[str]:
-    return scope_state(scope).defined()
-
-
 def _read_in_composite(t: TensorProxy) -> bool:
     """A read inside a composite's scope: the sizes the scope does not define yet are noted as
     pending (bound by ``_call`` when a symbol first takes one as an argument); True. False at
