@@ -20,7 +20,7 @@ from metatrace.codegen import cache
 from metatrace.proxies import (
     clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads, unbacked_shapes,
 )
-from metatrace.grad import deferred_guards, requires_grad, rules, saved_values
+from metatrace.grad import requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
     argument_reads, callee_checks, collector_pacing, container_builtins, custom_getattribute, dropped_stores,
@@ -28,7 +28,7 @@ from metatrace.interpret import (
     unrepeatable_calls, values_as_text,
 )
 from metatrace.mutations import record as mutation_records, replay as mutation_replay
-from metatrace.passes import distributed, fusion_regions, size_producers, string_constants
+from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants
 from metatrace.metas import (
     custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, python_executor, raising_symbols,
     torch_decompositions, torch_executor_fixes, torch_metas,
@@ -175,11 +175,11 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         prologue_op.patches,
         # grad transform
         lambda: rules.patches(loaded.grad_rules),
-        deferred_guards.patches,
         requires_grad.patches,
         saved_values.patches,
         # later stages: every trace keeps producers for its size symbols
         size_producers.patches,
+        grad_transform.patches,
         fusion_regions.patches,
         distributed.patches,
         # the collector paced for the compile's phases (wrapping what the rows above installed there)

@@ -442,3 +442,15 @@ def test_proxies_are_changed_in_place_in_one_module():
         if isinstance(target, ast.Attribute) and target.attr in edited
     )
     assert found == []
+
+
+def test_the_grad_transform_has_one_wrapper():
+    """thunder's grad transform is wrapped by one row (``metatrace.passes.grad_transform``), whose
+    body states the steps in order, not by several rows whose nesting only their order in
+    ``install.py`` fixes."""
+    import thunder.transforms.autodiff as autodiff
+
+    with metatrace.enable():
+        rows = [p for p in metatrace.install.applied_patches()
+                if p.target is autodiff and p.key == "grad_transform_on_trace"]
+    assert [p.new.__module__ for p in rows] == ["metatrace.passes.grad_transform"]

@@ -30,6 +30,7 @@ from thunder.core.trace import from_trace
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 import metatrace
+import metatrace.passes.grad_transform as grad_transform
 import metatrace.passes.size_producers as size_producers
 from metatrace.checker import check_trace, find_orphans
 from metatrace.metas.record_state import INTERPRETING
@@ -284,7 +285,7 @@ def test_number_ops_are_number_to_number_bound_symbols(grad_trace):
 
 @pytest.mark.parametrize("name", ["pad_grad", "slice_grad", "cat_grad"])
 def test_without_hoist_the_grad_trace_uses_undefined_sizes(on, monkeypatch, name):
-    monkeypatch.setattr(size_producers, "hoist_size_producers", lambda trace: trace)
+    monkeypatch.setattr(grad_transform, "hoist_size_producers", lambda trace: trace)
     assert any(find_orphans(t) for t in _traces(_compile(name).jf))
 
 

@@ -11,34 +11,18 @@ size to its value. Correct, if with less reuse than the forward's own guards.
 
 from __future__ import annotations
 
-import functools
-
-import thunder.transforms.autodiff as autodiff
-
-from metatrace.metas.record_state import compile_step
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.compiled_program import GuardProgram
-from metatrace.guards.grad_program import PendingGradProgram, take_pending_grad_program
+from metatrace.guards.grad_program import PendingGradProgram
 from metatrace.guards.program import ProgramScope, build_program, pin_program
 from metatrace.guards.projection import producer_map
-from metatrace.guards.registry import PROGRAMS
-from metatrace.patching import Patch, attribute
+from metatrace.guards.registry import fill_program
 
 
-def _grad_transform_on_trace(original):
-    @functools.wraps(original)
-    def grad_transform_on_trace(trace, /, *args, **kwargs):
-        pending = take_pending_grad_program()
-        if pending is None:
-            return original(trace, *args, **kwargs)
-        collector = GuardCollector()
-        with compile_step(collector, functional=True):
-            result = original(trace, *args, **kwargs)
-        if collector.guards:
-            PROGRAMS[pending.program_id] = _program(pending, collector, [trace, result])
-        return result
-
-    return grad_transform_on_trace
+def fill_grad_program(pending: PendingGradProgram, collector: GuardCollector, traces) -> None:
+    """The reserved program now checks what the grad transform's rules decided (``collector``)."""
+    if collector.guards:
+        fill_program(pending.program_id, _program(pending, collector, traces))
 
 
 def _program(pending: PendingGradProgram, collector: GuardCollector, traces) -> GuardProgram:
@@ -56,9 +40,3 @@ def _program(pending: PendingGradProgram, collector: GuardCollector, traces) -> 
     if built.pin_all is not None:
         return pin_program(pending.program_id, scope, f"pinned by the grad transform: {built.pin_all}")
     return built.program
-
-
-def patches() -> list[Patch]:
-    return [attribute(autodiff, "grad_transform_on_trace", _grad_transform_on_trace,
-                      "decisions of autograd rules become a second guard program (the prologue is built before them)",
-                      wrap=True)]

@@ -78,6 +78,15 @@ def new_id(prefix: str) -> str:
     return ident
 
 
+def fill_program(program_id: str, program: Any) -> None:
+    """The guard program reserved under ``program_id`` by the function compiling now (its
+    prologue already names the id) becomes ``program``."""
+    record = function_record()
+    if record is None or program_id not in record.ids or program_id not in PROGRAMS:
+        raise RuntimeError(f"guard program {program_id} was not reserved by the function compiling now")
+    PROGRAMS[program_id] = program
+
+
 def _release(ids: list[str]) -> None:
     for ident in ids:
         PROGRAMS.pop(ident, None)

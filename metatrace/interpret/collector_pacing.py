@@ -37,12 +37,12 @@ def _paced(original):
     return phase
 
 
-# Where thunder's compile (thunder/__init__.py's cache-miss path) finds each phase when it calls it.
+# Where thunder's compile (thunder/__init__.py's cache-miss path) finds each phase when it calls it
+# (the grad transform is paced by its one wrapper, metatrace.passes.grad_transform).
 PHASES = (
     (thunder, "thunder_general_jit"),
     (thunder, "transform_for_execution"),
     (passes, "_transform_for_operator_executor_execution"),
-    (autodiff, "grad_transform_on_trace"),
     (autodiff, "split_into_forward_and_backward"),
 )
 

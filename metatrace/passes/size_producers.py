@@ -13,8 +13,8 @@ defined; its ``patches()`` rows put the wrappers in place.
   outputs replace the old ones in arguments but not inside tensor shapes: after each processor,
   ``keep_size_names`` gives re-run number ops their old proxies back and renames sizes whose
   definition is really gone, through copies where an earlier trace holds the same tensor.
-- ``hoist_size_producers`` (``hoist_producers``) moves producers a grad rule put after the tensor
-  whose size they define, in the grad transform's output (``autodiff.grad_transform_on_trace``).
+- (``hoist_size_producers``, which moves producers a grad rule put after the tensor whose size
+  they define, runs in the grad transform's one wrapper, ``passes.grad_transform``.)
 
 Each pass is linear in the trace's length: one walk to index it, one to rebuild it.
 
@@ -33,7 +33,6 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 from metatrace.metas.record_state import compile_step
-from metatrace.passes.hoist_producers import hoist_size_producers
 from metatrace.passes.keep_size_names import keep_size_names
 from metatrace.passes.restore_producers import restore_size_producers
 from metatrace.patching import Patch, attribute
@@ -59,15 +58,6 @@ def _split_into_forward_and_backward(original):
         return forward, backward
 
     return split_into_forward_and_backward
-
-
-def _grad_transform_on_trace(original):
-    @functools.wraps(original)
-    def grad_transform_on_trace(trace, /, *args, **kwargs):
-        result = original(trace, *args, **kwargs)
-        return hoist_size_producers(result) if using_symbolic_values() else result
-
-    return grad_transform_on_trace
 
 
 def _recording(fn):
@@ -106,9 +96,7 @@ def patches() -> list[Patch]:
             (autodiff.split_into_forward_and_backward, _split_into_forward_and_backward),
         )
     }
-    rows = [attribute(TraceSubstitutionProcessor, "__call__", _processor_call, "as the passes", wrap=True),
-            attribute(autodiff, "grad_transform_on_trace", _grad_transform_on_trace,
-                      "size producers a grad rule put late move up", wrap=True)]
+    rows = [attribute(TraceSubstitutionProcessor, "__call__", _processor_call, "as the passes", wrap=True)]
     for name, module in list(sys.modules.items()):
         if module is None or not (name == "thunder" or name.startswith("thunder.")):
             continue

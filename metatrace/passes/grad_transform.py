@@ -1,0 +1,53 @@
+"""The one wrapper of thunder's grad transform (``autodiff.grad_transform_on_trace``): its steps,
+in the order they run.
+
+1. The collector is paced for the phase (``metatrace.collector.paced``: thunder's transform makes
+   cyclic garbage in bulk).
+2. The guard program the prologue reserved for this compile's grad transform is taken
+   (``guards.grad_program``; None when no tensor input requires grad).
+3. thunder's transform runs as a functional compile step whose concretizations (autograd rules
+   that read sizes) go to a collector of their own.
+4. They fill the reserved program (``grad.deferred_guards``): a reused entry's backward was
+   built for sizes that pass them.
+5. Size producers a grad rule recorded late move up to before their first use
+   (``passes.hoist_producers``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import thunder.transforms.autodiff as autodiff
+from thunder.core.compile_data import using_symbolic_values
+
+from metatrace.collector import paced
+from metatrace.grad.deferred_guards import fill_grad_program
+from metatrace.guards.collect import GuardCollector
+from metatrace.guards.grad_program import take_pending_grad_program
+from metatrace.metas.record_state import compile_step
+from metatrace.passes.hoist_producers import hoist_size_producers
+from metatrace.patching import Patch, attribute
+
+
+
+def _grad_transform_on_trace(original):
+    @functools.wraps(original)
+    def grad_transform_on_trace(trace, /, *args, **kwargs):
+        with paced():
+            pending = take_pending_grad_program()
+            if pending is None:
+                result = original(trace, *args, **kwargs)
+            else:
+                collector = GuardCollector()
+                with compile_step(collector, functional=True):
+                    result = original(trace, *args, **kwargs)
+                fill_grad_program(pending, collector, [trace, result])
+            return hoist_size_producers(result) if using_symbolic_values() else result
+
+    return grad_transform_on_trace
+
+
+def patches() -> list[Patch]:
+    return [attribute(autodiff, "grad_transform_on_trace", _grad_transform_on_trace,
+                      "the grad transform paced, its decisions guarded, its late size producers moved up",
+                      wrap=True)]
