@@ -3,7 +3,7 @@
 Each module says what it changes in thunder with a ``patches()`` function returning
 :class:`metatrace.patching.Patch` rows (target, attribute or key, replacement, why); ``enable``
 collects them stage by stage, applies them with :func:`metatrace.patching.apply`, and ``disable``
-undoes them in reverse. :func:`applied_patches` lists the rows applied: tests/test_architecture.py
+undoes them in reverse. :func:`applied_patches` lists the rows applied: tests/package/test_architecture.py
 checks them against a diff of thunder's modules, classes, mappings, executors and symbols before,
 during and after enable().
 """

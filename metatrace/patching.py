@@ -29,7 +29,7 @@ MISSING = object()  # what a row found when the attribute or key was not there: 
 class Patch:
     """One place where metatrace changes thunder while enabled.
 
-    ``label``: where the change is, as tests/test_architecture.py names thunder's locations (a
+    ``label``: where the change is, as tests/package/test_architecture.py names thunder's locations (a
     module's or class's dotted path, ``thunder... ._method_name_to_fn_map`` for a mapping, or
     :data:`metatrace.install.SYMBOL_METAS`); derived from the target for modules and classes.
     A label starting with ``metatrace.`` is metatrace's own state, set up with thunder's (the

@@ -1,10 +1,25 @@
-"""Shared fixtures. The ``sweep`` marker is registered in pyproject.toml."""
+"""Shared fixtures, the suite's layout and its order. Markers are registered in pyproject.toml.
+
+Tests live in a folder per package they test (``metas/``, ``guards/``, ``interpret/``, ...,
+``package/`` for the package as a whole); ``models/`` (real models: litgpt, Hugging Face, MoE,
+distributed, fusion executors) and ``sweeps/`` (opinfo sweeps, the differential and the fuzz) are
+marked ``slow`` here, so ``pytest -m "not slow"`` is the developer's loop. The shared harnesses
+(``workloads.py``, ``fuzz_programs.py``, ...) stay in this folder, which is put on ``sys.path``
+for every test module and for the tools that import them.
+"""
 
 from __future__ import annotations
 
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+SLOW_FOLDERS = ("models", "sweeps")
 
 warnings.filterwarnings("ignore", message="transformer_engine module not found")
 warnings.filterwarnings("ignore", message="The 'symbolic values' cache option is highly experimental")
@@ -54,6 +69,9 @@ MODULE_COSTS = {
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.parent.name in SLOW_FOLDERS and item.path.parent.parent == TESTS:
+            item.add_marker(pytest.mark.slow)
     if not hasattr(config, "workerinput"):  # only an xdist worker's order reaches the scheduler
         return
     items.sort(key=lambda item: -MODULE_COSTS.get(item.path.name, 0))  # (stable: files stay whole)

@@ -1,4 +1,4 @@
-"""Data-parallel workloads on 2 CPU ranks (gloo), shared by tests/test_distributed.py and
+"""Data-parallel workloads on 2 CPU ranks (gloo), shared by tests/models/test_distributed.py and
 tools/bench.py (ddp-train).
 
 ``run_ranks`` spawns the ranks (``torch.multiprocessing``, spawn) and waits for their reports

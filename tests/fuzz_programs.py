@@ -17,7 +17,7 @@ calls. Every output's value, dtype and ``requires_grad``, x's gradient and the g
 leaves behind are compared.
 
 ``check_program`` runs one program and returns the differences from eager (empty when right).
-It is used by ``tests/test_fuzz.py`` (a fixed-seed slice, and named regressions) and by
+It is used by ``tests/sweeps/test_fuzz.py`` (a fixed-seed slice, and named regressions) and by
 ``tools/fuzz.py`` (a timed run with fresh seeds).
 """
 

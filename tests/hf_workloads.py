@@ -1,4 +1,4 @@
-"""Hugging Face transformers models shared by tests/test_hf_models.py and tools/bench.py (gpt2-train).
+"""Hugging Face transformers models shared by tests/models/test_hf_models.py and tools/bench.py (gpt2-train).
 
 Two config shapes per family. ``"tiny"``: tiny random configs (1 layer, hidden 40 (head sizes 10 and 20: a head size equal to a sequence
 length adds a broadcast guard, a second compile), vocab 100, eager attention, no dropout, float32

@@ -1,4 +1,4 @@
-"""litgpt workloads shared by tests/test_litgpt.py and tools/bench.py.
+"""litgpt workloads shared by tests/models/test_litgpt.py and tools/bench.py.
 
 thunder's small litgpt testing configs (``thunder.tests.litgpt_model``), sized down to 2 layers
 and a 128-token block, float32 on the CPU, fixed seeds. Two workloads:

@@ -36,7 +36,7 @@ values with metatrace disabled, alternated ``--litgpt-repeats`` times, medians a
    the LoRA weights trainable), the finetuning case.
 10. ddp-train: the training step over the same 8 lengths under ``thunder.distributed.ddp`` on 2
     CPU ranks (gloo, spawned with torch.multiprocessing, one torch thread each; each rank its own
-    batch; workers in tests/distributed_workloads.py, shared with tests/test_distributed.py): the
+    batch; workers in tests/distributed_workloads.py, shared with tests/models/test_distributed.py): the
     slowest rank's time in its training loop (compiles included, from a barrier after import and
     setup), compiles per rank; the parent's wall time around the spawn (imports included) is
     printed beside it. ``--ddp-timeout`` bounds the wait for each rank (a hang raises).

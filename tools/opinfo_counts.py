@@ -2,7 +2,7 @@
 """Drop-in count over thunder's opinfo samples: how many first calls of a fresh jitted function
 succeed (and equal the torch reference) under stock thunder's constant values, stock symbolic
 values, and symbolic values with metatrace, from one run; and every sample that works under
-constant values but not with metatrace (there should be none; tests/test_metatrace_sweep.py
+constant values but not with metatrace (there should be none; tests/sweeps/test_metatrace_sweep.py
 asserts it per sample).
 
     python tools/opinfo_counts.py        # $METATRACE_SWEEP_SAMPLES samples per op (default 5)

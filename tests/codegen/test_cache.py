@@ -16,7 +16,7 @@ import metatrace.codegen.generate as codegen
 import metatrace.codegen.version as version
 from metatrace.codegen import cache
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -114,7 +114,7 @@ def test_branch_on_tensor_data_raises(enabled):
 
 
 def test_an_undecidable_size_from_tensor_data_raises(enabled):
-    # (``a[:n.item()]`` runs: tests/test_data_dependent_ops.py); reshape checks that the item
+    # (``a[:n.item()]`` runs: tests/metas/test_data_dependent_ops.py); reshape checks that the item
     # divides the element count, which no trace-time value decides
     jf = thunder.jit(lambda a, n: a.reshape(n.item(), -1), cache="symbolic values")
     with pytest.raises(Exception, match="read from tensor data"):

@@ -1,5 +1,5 @@
 """The named regressions of the fuzzer (``fuzz_programs.REGRESSIONS``) are wrong in stock thunder:
-without metatrace each program differs from eager, so tests/test_fuzz.py's check that metatrace
+without metatrace each program differs from eager, so tests/sweeps/test_fuzz.py's check that metatrace
 gives eager's result on them can fail."""
 
 from __future__ import annotations

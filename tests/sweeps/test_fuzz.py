@@ -99,7 +99,7 @@ def test_the_callable_terms_differ_after_their_mutation(term, mutation):
 
 
 # Wrong results stock thunder returns too (issue 30), one program per class
-# (fuzz_programs.REGRESSIONS); tests/test_fuzz_stock.py shows each wrong in stock thunder.
+# (fuzz_programs.REGRESSIONS); tests/sweeps/test_fuzz_stock.py shows each wrong in stock thunder.
 @pytest.mark.parametrize("name", REGRESSIONS)
 def test_a_regression_gives_eagers_result(enabled_module, name):
     terms, sequence, requires_grad = REGRESSIONS[name]
