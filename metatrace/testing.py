@@ -18,6 +18,7 @@ from thunder.core.langctxs import Languages, langctx
 from thunder.core.proxies import NumberProxy, TensorProxy, pyval
 
 import metatrace.metas.recording as recording
+from metatrace.state.compile_context import RECORDING_SUSPENDED
 
 
 def metadata(x):
@@ -45,14 +46,12 @@ class MetaLog:
 
     def observe(self, name, original, args, kwargs, result, error) -> None:
         self.calls[name] += 1
-        token = recording.SUSPENDED.set(True)
         try:
-            expected = langctx(Languages.PRIMS)(original)(*args, **kwargs)
+            with RECORDING_SUSPENDED.set_to(True):
+                expected = langctx(Languages.PRIMS)(original)(*args, **kwargs)
             expected_error = None
         except Exception as e:  # the original's failure is part of its behaviour
             expected, expected_error = None, e
-        finally:
-            recording.SUSPENDED.reset(token)
         if error is not None or expected_error is not None:
             if type(error) is not type(expected_error):
                 self.mismatches[name].append(f"rewritten raised {error!r}, original raised {expected_error!r}")

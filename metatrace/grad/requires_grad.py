@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import weakref
-from contextvars import ContextVar
 
 import thunder
 import thunder.core.jit_ext as jit_ext
@@ -45,6 +44,7 @@ from thunder.core.pytree import tree_iter
 from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx
 
+from metatrace.state.compile_context import CONNECTING_OUTPUTS
 from metatrace.grad import scalar_tensor_grads
 from metatrace.patching import Patch, attribute, item
 
@@ -53,9 +53,6 @@ _PUT_GRAD = prims.put_grad
 # backward function of a cache entry -> per flat output, True where eager returns it without
 # grad. Lives as long as the entry's backward function (the entry holds it; weak keys).
 NON_DIFFERENTIABLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-# The flags of the entry whose outputs connect_to_autograd is connecting (read by the
-# autograd.Function's forward it calls).
-_CONNECTING: ContextVar[tuple[bool, ...] | None] = ContextVar("metatrace_connecting", default=None)
 
 
 # torch operators eager refuses to differentiate (its autograd raises on the forward when an
@@ -155,11 +152,8 @@ def _connect(original):
             )
         if flags is not None and kwargs.get("disable_split_autograd") and kwargs.get("is_differentiable_outputs") is None:
             kwargs["is_differentiable_outputs"] = tuple(not f for f in flags)
-        token = _CONNECTING.set(flags)
-        try:
+        with CONNECTING_OUTPUTS.set_to(flags):
             return original(backward_fn=backward_fn, flat_output=flat_output, **kwargs)
-        finally:
-            _CONNECTING.reset(token)
 
     return connect_to_autograd
 
@@ -170,7 +164,7 @@ def _output_forward(original):
     @functools.wraps(forward)
     def output_forward(ctx, *args):
         res = forward(ctx, *args)
-        flags = _CONNECTING.get()
+        flags = CONNECTING_OUTPUTS.get()
         if flags is not None:
             ctx.mark_non_differentiable(*(t for t, f in zip(res, flags) if f and isinstance(t, torch.Tensor)))
         return res

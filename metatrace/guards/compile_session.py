@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from metatrace.weak_tables import WeakTable
+from metatrace.state.weak_tables import WeakTable
 
 
 @dataclass(eq=False)

@@ -24,7 +24,7 @@ from typing import Any
 
 from thunder.core.compile_data import _compile_data
 
-from metatrace.weak_tables import WeakTable
+from metatrace.state.weak_tables import WeakTable
 
 # Guard programs by id (metatrace.guards.program.GuardProgram).
 PROGRAMS: dict[str, Any] = {}

@@ -46,6 +46,7 @@ import torch
 import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import ProvenanceRecord, WrappedValue
 
+from metatrace.state import compile_context
 from metatrace.guards import provenance
 from metatrace.guards.compile_session import session
 from metatrace.guards.provenance import (
@@ -60,7 +61,6 @@ from metatrace.guards.provenance import (
 from metatrace.guards.value_checks import add_value_check
 from metatrace.interpret.called_modules import check_module_call
 from metatrace.interpret.library_code import is_library_function, is_library_module, is_library_module_name
-from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
 
 _WHY = "a function the trace calls"
@@ -203,7 +203,7 @@ def check_property(obj: WrappedValue, name: str) -> None:
 def _getting_attributes(original):
     @functools.wraps(original)
     def _object_getattribute_lookaside(obj, name):
-        if type(obj) is WrappedValue and concretizations.COLLECTOR.get() is not None:
+        if type(obj) is WrappedValue and compile_context.collector() is not None:
             check_property(obj, name.value if type(name) is WrappedValue else name)
         return original(obj, name)
 
@@ -228,7 +228,7 @@ def check_environment_read(environ) -> None:
 def _dispatching(original):
     @functools.wraps(original)
     def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
-        if type(fn) is WrappedValue and concretizations.COLLECTOR.get() is not None:
+        if type(fn) is WrappedValue and compile_context.collector() is not None:
             check_call_target(fn)
             if isinstance(fn.value, torch.nn.Module):
                 check_module_call(fn)

@@ -20,9 +20,9 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import WrappedValue, _interpret_call, interpreter_needs_wrap
 from thunder.core.proxies import Proxy
 
+from metatrace.state import compile_context
 from metatrace import patching
 from metatrace.guards.value_checks import CONTAINER_TYPES, add_value_check
-from metatrace.metas import concretizations
 from metatrace.patching import Patch
 
 # Containers up to this length are walked element by element (symbolic elements, relational
@@ -123,7 +123,7 @@ def _builtin_lookaside(fn):
     opaque = interpreter_needs_wrap(fn)
 
     def lookaside(*args, **kwargs):
-        if concretizations.COLLECTOR.get() is None:
+        if compile_context.collector() is None:
             return opaque(*args, **kwargs)  # thunder's own behaviour (constant values, no metatrace trace)
         large = _large_inputs(args)
         if large:

@@ -16,10 +16,10 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import NumberProxy, TensorProxy
 
+from metatrace.state import compile_context
 from metatrace.guards import provenance
 from metatrace.guards.compile_session import session
-from metatrace.metas import concretizations
-from metatrace.metas.record_state import compile_step
+from metatrace.state.compile_context import compile_step
 from metatrace.guards.explain import log_miss
 from metatrace.guards.grad_program import reserve_grad_program
 from metatrace.guards.collect import GuardCollector
@@ -40,7 +40,7 @@ def _interpret(original):
                 compile_session = session(ctx)
                 compile_session.call = (call_args, call_kwargs)
                 compile_session.fn = fn
-                if concretizations.COLLECTOR.get() is not None:
+                if compile_context.collector() is not None:
                     check_defaults(ctx, fn)
             except LookupError:
                 pass

@@ -20,6 +20,7 @@ import torch
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue, _interpret_call, wrap, wrap_const
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
+from metatrace.state import compile_context
 from metatrace.metas import concretizations
 from metatrace.metas.torch_metas import concrete_numbers
 from metatrace.patching import Patch, item
@@ -30,7 +31,7 @@ _OPAQUE_WITH_VALUES = (torch.set_autocast_enabled,)
 
 def _concrete_index(idx: WrappedValue) -> WrappedValue:
     uidx = idx.value
-    if isinstance(uidx, IntegerProxy) and concretizations.COLLECTOR.get() is not None:
+    if isinstance(uidx, IntegerProxy) and compile_context.collector() is not None:
         value = uidx.value
         concretizations.static(uidx, value, "index into a tuple or list")
         return wrap_const(value)
@@ -60,7 +61,7 @@ def _len_lookaside(original):
             return result
 
         u = obj.value
-        if isinstance(u, TensorProxy) and concretizations.COLLECTOR.get() is not None:
+        if isinstance(u, TensorProxy) and compile_context.collector() is not None:
             return _interpret_call(impl, obj)
         return original(obj)
 

@@ -45,6 +45,7 @@ from thunder.core.interpreter import (
 )
 from thunder.core.proxies import NumberProxy
 
+from metatrace.state import compile_context
 from metatrace import patching
 from metatrace.errors import MetatraceError
 from metatrace.guards import provenance
@@ -261,7 +262,7 @@ def _converting(fn, args):
 def _dispatching(original):
     @functools.wraps(original)
     def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
-        if concretizations.COLLECTOR.get() is not None:
+        if compile_context.collector() is not None:
             ufn = unwrap(fn)
             if not kwargs and _conversion(ufn, args) is not None:
                 return _converting(ufn, args)
@@ -304,7 +305,7 @@ def number_attribute(obj, name):
 def _getting_number_attributes(original):
     @functools.wraps(original)
     def _object_getattribute_lookaside(obj, name):
-        if concretizations.COLLECTOR.get() is None or not isinstance(unwrap(obj), NumberProxy):
+        if compile_context.collector() is None or not isinstance(unwrap(obj), NumberProxy):
             return original(obj, name)
         missing = _missing_dunder(unwrap(obj), unwrap(name))
         if missing is not None:
@@ -359,7 +360,7 @@ def _interpreted(py_fn, typ):
     instead of a ``map`` object) while metatrace compiles; thunder's type call otherwise."""
 
     def lookaside(*args, **kwargs):
-        if concretizations.COLLECTOR.get() is not None and args and not kwargs:
+        if compile_context.collector() is not None and args and not kwargs:
             return _interpret_call(py_fn, *args)
         from thunder.core.interpreter import _type_call_lookaside
 

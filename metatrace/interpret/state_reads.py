@@ -20,6 +20,7 @@ import torch
 from thunder.core.interpreter import INTERPRETER_CALLBACKS, ProvenanceRecord, WrappedValue
 from thunder.core.proxies import Proxy
 
+from metatrace.state import compile_context
 from metatrace import patching
 from metatrace.guards import provenance
 from metatrace.guards.compile_session import session
@@ -37,7 +38,6 @@ from metatrace.guards.value_checks import CONTAINER_TYPES, add_value_check
 from metatrace.interpret.argument_reads import check_argument_read
 from metatrace.interpret.library_code import is_library_module
 from metatrace.interpret.values_as_text import calling_file, package_dir
-from metatrace.metas import concretizations
 from metatrace.patching import Patch
 
 # Packages whose own reads are not checked: ``logging`` fills a logger's ``_cache`` while it logs
@@ -123,7 +123,7 @@ def _wrap_callback(original):
             if is_library_module(value.value):
                 value.provenance.ext_flag |= EXT_FLAG_LIBRARY_MODULE
             return res
-        if concretizations.COLLECTOR.get() is not None and may_register_for_prologue(value.provenance):
+        if compile_context.collector() is not None and may_register_for_prologue(value.provenance):
             check_argument_read(value)  # (a value of the arguments: checked by its kind)
             if needs_value_check(value):
                 try:

@@ -32,11 +32,11 @@ from thunder.core.proxies import TensorProxy
 import thunder.torch as ltorch
 import torch
 
+from metatrace.state import compile_context
 from metatrace.guards import provenance
 from metatrace.guards.compile_session import session
 from metatrace.guards.registry import EXPECTED, new_id
 from metatrace.guards.value_checks import ExpectedContiguity, ValueConstraint
-from metatrace.metas import concretizations
 from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
 
 _GENERAL = "thunder.core.jit_ext._general_jit_lookaside_map"
@@ -58,7 +58,7 @@ def _is_contiguous_meta(original):
     @functools.wraps(original)
     def meta(a, *args, **kwargs):
         result = original(a, *args, **kwargs)
-        if concretizations.COLLECTOR.get() is None or not isinstance(a, TensorProxy):
+        if compile_context.collector() is None or not isinstance(a, TensorProxy):
             return result
         try:
             ctx = jit_ext.get_jit_ctx()

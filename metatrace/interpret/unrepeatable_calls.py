@@ -22,6 +22,7 @@ with ``time.time_ns()``, and a library's log call in a forward must not stop the
 
 from __future__ import annotations
 
+from metatrace.state import compile_context
 from metatrace.errors import MetatraceError
 
 import datetime
@@ -38,7 +39,6 @@ from metatrace.guards.collect import interpreted_line
 from metatrace.interpret.library_code import is_library_file
 from metatrace.guards.provenance import rooted_in_prologue
 from metatrace.interpret.values_as_text import OWN_CODE, calling_file
-from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
 
 
@@ -142,7 +142,7 @@ def check_clock_call(fn: WrappedValue) -> None:
 def _dispatching(original):
     @functools.wraps(original)
     def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
-        if type(fn) is WrappedValue and concretizations.COLLECTOR.get() is not None:
+        if type(fn) is WrappedValue and compile_context.collector() is not None:
             check_random_call(fn, args)
             check_clock_call(fn)
         return original(compilectx, runtimectx, fn, *args, **kwargs)

@@ -21,6 +21,7 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import interpreter_needs_wrap, wrap, wrap_const
 from thunder.core.proxies import NumberProxy
 
+from metatrace.state import compile_context
 from metatrace import patching
 from metatrace.guards import provenance
 from metatrace.metas import concretizations
@@ -53,7 +54,7 @@ def _as_value_lookaside(fn, why: str, fallback):
     """``fn(x, ...)`` on the numbers' values (guarded) when an argument holds a number proxy."""
 
     def lookaside(*args, **kwargs):
-        if concretizations.COLLECTOR.get() is not None and any(_has_number_proxy(a.value) for a in args):
+        if compile_context.collector() is not None and any(_has_number_proxy(a.value) for a in args):
             uargs = [_concrete(a.value, why) for a in args]
             ukwargs = {k: _concrete(v.value, why) for k, v in kwargs.items()}
             res = fn(*uargs, **ukwargs)

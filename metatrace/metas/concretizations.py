@@ -9,9 +9,10 @@ events are dropped, which is thunder's own behaviour.
 from __future__ import annotations
 
 import enum
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from metatrace.state import compile_context
 
 
 class ReasonKind(enum.Enum):
@@ -58,29 +59,28 @@ class Collector(Protocol):
     def producer_of(self, name: str) -> Any: ...
 
 
-COLLECTOR: ContextVar[Collector | None] = ContextVar("metatrace_guard_collector", default=None)
 
 
 def relation(op: str, lhs: Any, rhs: Any, value: bool) -> None:
-    collector = COLLECTOR.get()
+    collector = compile_context.collector()
     if collector is not None:
         collector.relation(op, lhs, rhs, value)
 
 
 def static(x: Any, value: Any, why: "str | Reason") -> None:
-    collector = COLLECTOR.get()
+    collector = compile_context.collector()
     if collector is not None:
         collector.static(x, value, why)
 
 
 def producer_of(x: Any) -> Any:
     """The bound symbol the compile recorded as computing number ``x``, or None (no compile)."""
-    collector = COLLECTOR.get()
+    collector = compile_context.collector()
     return None if collector is None or not hasattr(x, "name") else collector.producer_of(x.name)
 
 
 def produced(bsym: Any) -> None:
     """A recorded op: the collector keeps it so guards can be projected even if it is pruned."""
-    collector = COLLECTOR.get()
+    collector = compile_context.collector()
     if collector is not None:
         collector.produced(bsym)

@@ -36,7 +36,7 @@ from thunder.core.proxies import TensorProxy
 
 from metatrace.metas import data_dependent_ops, runtime, torch_lookasides, unbacked
 from metatrace.patching import Patch
-from metatrace.weak_tables import IdentityTable
+from metatrace.state.weak_tables import IdentityTable
 
 def _nonzero_op(a: TensorProxy):
     """``(indices, count)`` of ``a`` (``metatrace_nonzero``)."""

@@ -29,9 +29,10 @@ import torch
 from thunder.core.proxies import TensorProxy
 from thunder.core.transforms import nondifferentiable_vjp_symbols
 
-from metatrace.metas import record_state, unbacked
+from metatrace.state import compile_context
+from metatrace.metas import unbacked
 from metatrace.patching import Patch, item, member
-from metatrace.weak_tables import IdentityTable
+from metatrace.state.weak_tables import IdentityTable
 
 # first operand -> {operator name: the size a bound symbol of the operator outputs for it}: every such bound symbol is remembered as it is made
 # (BoundSymbol.__post_init__, metatrace.proxies.number_methods), including the copies executor
@@ -53,7 +54,7 @@ def _size_for(name: str, a, counting: tuple | None):
     size the bound symbol being re-run outputs for this very operand: a size read from tensor data
     has no value to recompute, only its symbol. During a compile every call makes a new size (a
     proxy written in place between two reads is still the same proxy there)."""
-    if not record_state.INTERPRETING.get():
+    if not compile_context.interpreting():
         known = _BOUND.get(a, create=False)
         if known is not None and name in known:
             return known[name]

@@ -16,13 +16,13 @@ checks every input's dtype), so the error is the same on every call.
 from __future__ import annotations
 
 import functools
-from contextvars import ContextVar
 
 import thunder.torch as ltorch
 import torch
 from thunder.core.dtypes import to_torch_dtype
 from thunder.core.proxies import TensorProxy
 
+from metatrace.state.compile_context import INPLACE_CHECKING
 from metatrace.patching import SYMBOL_METAS, Patch, attribute
 
 CHECKED = (
@@ -44,19 +44,14 @@ _NAMES = {
     torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool",
 }
 
-# The name of the checked in-place operator whose meta is running (None outside one).
-_CHECKING: ContextVar[str | None] = ContextVar("metatrace_inplace_checking", default=None)
 
 
 def _checked_meta(name: str):
     def wrap(original):
         @functools.wraps(original)
         def meta(*args, **kwargs):
-            token = _CHECKING.set(name)
-            try:
+            with INPLACE_CHECKING.set_to(name):
                 return original(*args, **kwargs)
-            finally:
-                _CHECKING.reset(token)
 
         return meta
 
@@ -66,12 +61,12 @@ def _checked_meta(name: str):
 def _checked_copy(original):
     @functools.wraps(original)
     def _copy_(a, b, /):
-        if _CHECKING.get() is not None and isinstance(a, TensorProxy) and isinstance(b, TensorProxy):
+        if INPLACE_CHECKING.get() is not None and isinstance(a, TensorProxy) and isinstance(b, TensorProxy):
             result, out = to_torch_dtype(b.dtype), to_torch_dtype(a.dtype)
             if not torch.can_cast(result, out):
                 raise RuntimeError(
                     f"result type {_NAMES.get(result, result)} can't be cast to the desired output type "
-                    f"{_NAMES.get(out, out)} (in {_CHECKING.get()})"
+                    f"{_NAMES.get(out, out)} (in {INPLACE_CHECKING.get()})"
                 )
         return original(a, b)
 

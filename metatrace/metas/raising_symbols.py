@@ -20,6 +20,7 @@ from thunder.core.trace import get_tracectx
 
 from thunder.core.proxies import NumberProxy
 
+from metatrace.state import compile_context
 from metatrace.metas import concretizations, number_ops
 from metatrace.patching import Patch, attribute
 
@@ -57,10 +58,10 @@ def _restoring_scopes(original):
         except Exception:
             if trace is not None:
                 del trace.scopes[depth:]  # the scopes the raising call pushed
-            if concretizations.COLLECTOR.get() is not None:
+            if compile_context.collector() is not None:
                 guard_domain(self.id, args)
             raise
-        if self.id in _GUARDED_WHERE_THEY_SUCCEED and concretizations.COLLECTOR.get() is not None:
+        if self.id in _GUARDED_WHERE_THEY_SUCCEED and compile_context.collector() is not None:
             guard_domain(self.id, args)
         return result
 

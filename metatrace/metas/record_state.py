@@ -1,20 +1,17 @@
 """Where the ops a rewritten meta records go, and the one function that records a number op.
 
-Two pieces of state, each one context variable set and reset by one context manager, so nothing
-outlives the meta call or the compile step that set it:
+Two pieces of context (declared in ``metatrace.state.compile_context``) decide what happens:
 
 - the recording frame (:class:`RecordingFrame`, :func:`recording_frame`) of the rewritten meta
   running: the scope its ops go to, the sizes it may bind, whether it only propagates values, and
   the ops it recorded (metatrace.metas.recording, around each meta call);
-- the compile step (:func:`compile_step`): metas may record, and concretizations go to the step's
-  guard collector (metatrace.interpret.jit while thunder interprets the function, the grad
-  transform, the executor passes).
+- the compile step (``compile_context.compile_step``): metas may record, and concretizations go
+  to the step's guard collector (metatrace.interpret.jit while thunder interprets the function,
+  the grad transform, the executor passes).
 """
 
 from __future__ import annotations
 
-import contextlib
-from contextvars import ContextVar
 from dataclasses import dataclass
 from numbers import Number
 from typing import Any
@@ -23,6 +20,8 @@ import thunder.core.prims as prims
 from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy, numberproxy
 from thunder.core.utils import resolve_constraints
 
+from metatrace.state import compile_context
+from metatrace.state.compile_context import RECORDING_FRAME
 from metatrace.metas import concretizations, unbacked
 
 @dataclass(slots=True)
@@ -46,36 +45,27 @@ class RecordingFrame:
             self.recorded = []
 
 
-# The frame of the rewritten meta running; None: record nothing, behave like thunder.
-FRAME: ContextVar[RecordingFrame | None] = ContextVar("metatrace_recording_frame", default=None)
-
-
 def current_recorder() -> list | None:
     """The scope recorded ops go to, or None when nothing records."""
-    frame = FRAME.get()
+    frame = RECORDING_FRAME.get()
     return None if frame is None else frame.recorder
 
 
 def value_propagation() -> bool:
-    frame = FRAME.get()
+    frame = RECORDING_FRAME.get()
     return frame is not None and frame.value_propagation
 
 
-@contextlib.contextmanager
 def recording_frame(frame: RecordingFrame | None):
     """``frame`` is the running meta's for the block (None: a meta that records nothing, so an
     enclosing meta's recorder does not leak into it)."""
-    token = FRAME.set(frame)
-    try:
-        yield frame
-    finally:
-        FRAME.reset(token)
+    return RECORDING_FRAME.set_to(frame)
 
 
 def bind_sizes(recorder: list, args) -> None:
     """thunder binds a tensor's sizes with ``prims.shape`` before computing with them (its trace
     check requires it in every scope): the first recorded use of an argument's size does too."""
-    frame = FRAME.get()
+    frame = RECORDING_FRAME.get()
     sources = None if frame is None else frame.sizes
     if sources is None:
         return
@@ -90,7 +80,7 @@ def record(sym, value: Number | None, *args: Any, python_type: type | None = Non
     """Appends ``sym(*args)`` with output value ``value`` to the recorder's scope (binding the
     sizes it reads first) and returns its output, a new symbolic number. ``value`` None: an
     operand was read from tensor data; the output is a ``python_type`` with no value and ``tags``."""
-    frame = FRAME.get()
+    frame = RECORDING_FRAME.get()
     recorder = frame.recorder
     bind_sizes(recorder, args)
     if value is None:
@@ -106,38 +96,8 @@ def record(sym, value: Number | None, *args: Any, python_type: type | None = Non
     return out
 
 
-# True while metas may record: while thunder interprets the jitted function (metatrace.interpret.jit),
-# and through the grad transform and the executor passes (metatrace.grad.deferred_guards,
-# metatrace.passes.size_producers), so every trace's sizes have producers. False elsewhere (a meta run
-# outside a jit compile records nothing). Set by compile_step only.
-INTERPRETING: ContextVar[bool] = ContextVar("metatrace_interpreting", default=False)
-
-# True while the compile step transforms a trace in which a proxy is one value wherever it appears
-# (the grad transform, the executor passes). While thunder interprets the function it is False: an
-# in-place write keeps the proxy of the tensor it changes until thunder's functionalization pass.
-# Set by compile_step only.
-FUNCTIONAL: ContextVar[bool] = ContextVar("metatrace_functional", default=False)
-
-
 def functional_trace() -> bool:
     """Metas run on a trace in which a proxy is one value wherever it appears: a functional compile
     step, or no compile step (thunder's check_trace re-running the metas of a finished trace)."""
-    return FUNCTIONAL.get() or not INTERPRETING.get()
-
-
-@contextlib.contextmanager
-def compile_step(collector=None, *, collect: bool = True, functional: bool = False):
-    """A compile step in which metas record: concretizations go to ``collector`` (a
-    ``GuardCollector``; None drops them, thunder's behaviour), unless ``collect`` is False
-    (the executor passes: the collector of an enclosing step, if any, stays). ``functional``:
-    the step transforms a functional trace (:data:`FUNCTIONAL`)."""
-    interpreting = INTERPRETING.set(True)
-    functional_token = FUNCTIONAL.set(functional)
-    token = concretizations.COLLECTOR.set(collector) if collect else None
-    try:
-        yield
-    finally:
-        if token is not None:
-            concretizations.COLLECTOR.reset(token)
-        FUNCTIONAL.reset(functional_token)
-        INTERPRETING.reset(interpreting)
+    current = compile_context.step()
+    return current.functional or not current.interpreting

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from contextvars import ContextVar
 
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.langctxs import Languages, langctx
@@ -20,9 +19,11 @@ from thunder.core.trace import get_tracectx
 from thunder.core.proxies import IntegerProxy, NumberProxy, Proxy
 from thunder.core.pytree import tree_iter
 
+from metatrace.state import compile_context
+from metatrace.state.compile_context import RECORDING_FRAME, RECORDING_SUSPENDED
 from metatrace.metas import concretizations, unbacked
 from metatrace.metas.proxy_edits import set_shape
-from metatrace.metas.record_state import FRAME, INTERPRETING, RecordingFrame, current_recorder, recording_frame
+from metatrace.metas.record_state import RecordingFrame, current_recorder, recording_frame
 
 
 def caller_scope(trace) -> list | None:
@@ -109,8 +110,7 @@ def prune_unused(recorder: list, recorded: list, result) -> None:
 # Test hook: called as observer(prim_name, original, args, kwargs, result, error) after every
 # rewritten meta (see metatrace.testing). None in normal use.
 OBSERVER: Callable | None = None
-# True while an observer re-runs an original meta: nothing may be recorded then.
-SUSPENDED: ContextVar[bool] = ContextVar("metatrace_suspended", default=False)
+# (while it re-runs an original meta, compile_context.RECORDING_SUSPENDED: nothing is recorded)
 
 
 def recording_meta(rewritten: Callable, original: Callable, prim_name: str) -> Callable:
@@ -118,7 +118,7 @@ def recording_meta(rewritten: Callable, original: Callable, prim_name: str) -> C
 
     @functools.wraps(original)
     def meta(*args, **kwargs):
-        if OBSERVER is not None and not SUSPENDED.get():
+        if OBSERVER is not None and not RECORDING_SUSPENDED.get():
             return _observed(prim_name, original, args, kwargs)
         return _run(args, kwargs)
 
@@ -153,11 +153,11 @@ _NUMBER_OPS = {"ADD": "add", "MUL": "mul"}
 
 def run_recording(meta: Callable, args, kwargs):
     """Runs ``meta`` with its arithmetic on symbolic numbers recorded in the prim caller's scope."""
-    outer = FRAME.get()
+    outer = RECORDING_FRAME.get()
     recorder = None if outer is None else outer.recorder
-    if SUSPENDED.get():
+    if RECORDING_SUSPENDED.get():
         recorder = None
-    elif recorder is None and INTERPRETING.get() and using_symbolic_values():
+    elif recorder is None and compile_context.interpreting() and using_symbolic_values():
         trace = get_tracectx()
         if trace is not None:
             recorder = caller_scope(trace)
@@ -183,7 +183,7 @@ def executor_meta(original: Callable) -> Callable:
 
     @functools.wraps(original)
     def meta(*args, **kwargs):
-        if SUSPENDED.get() or not INTERPRETING.get() or not using_symbolic_values():
+        if RECORDING_SUSPENDED.get() or not compile_context.interpreting() or not using_symbolic_values():
             return original(*args, **kwargs)
         return run_recording(original, args, kwargs)
 

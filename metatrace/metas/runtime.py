@@ -21,7 +21,6 @@ import builtins
 import inspect
 import operator
 from collections.abc import Callable, Iterable
-from contextvars import ContextVar
 from numbers import Number
 from typing import Any
 
@@ -30,7 +29,7 @@ import thunder.core.prims as prims
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.proxies import pyval as _thunder_pyval
 
-from metatrace.weak_tables import IdentityTable
+from metatrace.state.weak_tables import IdentityTable
 from metatrace.metas import concretizations, number_ops, unbacked
 from metatrace.metas.record_state import current_recorder, functional_trace, value_propagation
 from metatrace.metas.record_state import record as _record

@@ -31,8 +31,9 @@ from numbers import Number
 
 from thunder.core.proxies import IntegerProxy, NumberProxy
 
+from metatrace.state import compile_context
 from metatrace.metas import concretizations
-from metatrace.weak_tables import IdentityTable
+from metatrace.state.weak_tables import IdentityTable
 
 
 class _Tag:
@@ -368,7 +369,7 @@ def _same_nonzero(f, k) -> bool:
             return True
         # Where no guard collector listens (an executor pass or thunder's check_trace re-running a
         # decision the compile made and guarded), two backed sizes with one value are that value.
-        return (concretizations.COLLECTOR.get() is None and isinstance(f, NumberProxy)
+        return (compile_context.collector() is None and isinstance(f, NumberProxy)
                 and f.value is not None and f.value == k.value)
     return type(k) is int and k != 0 and type(f) is int and f == k
 

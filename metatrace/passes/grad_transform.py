@@ -24,7 +24,7 @@ from metatrace.collector import paced
 from metatrace.grad.deferred_guards import fill_grad_program
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.grad_program import take_pending_grad_program
-from metatrace.metas.record_state import compile_step
+from metatrace.state.compile_context import compile_step
 from metatrace.passes.hoist_producers import hoist_size_producers
 from metatrace.patching import Patch, attribute
 

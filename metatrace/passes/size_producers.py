@@ -32,7 +32,7 @@ import thunder.transforms.autodiff as autodiff
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
-from metatrace.metas.record_state import compile_step
+from metatrace.state.compile_context import compile_step
 from metatrace.passes.keep_size_names import keep_size_names
 from metatrace.passes.restore_producers import restore_size_producers
 from metatrace.patching import Patch, attribute

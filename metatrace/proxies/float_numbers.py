@@ -45,6 +45,7 @@ import thunder.core.prims as prims
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst, do_raise, wrap, wrap_const
 from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
 
+from metatrace.state import compile_context
 from metatrace.metas import concretizations
 from metatrace.metas.concretizations import Reason, ReasonKind
 from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
@@ -53,7 +54,7 @@ from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
 
 def _collecting() -> bool:
     """metatrace traces under symbolic values (a guard collector listens)."""
-    return concretizations.COLLECTOR.get() is not None
+    return compile_context.collector() is not None
 
 
 def _symbolic_number(x) -> bool:
@@ -105,7 +106,7 @@ def guard_exact_float(bsym) -> None:
     if type(value) is not int:
         return  # read from tensor data (no value): a decision on it raises DataDependentError
     if -EXACT <= value <= EXACT:
-        collector = concretizations.COLLECTOR.get()
+        collector = compile_context.collector()
         if hasattr(collector, "float_range"):
             collector.float_range(x, EXACT)
         else:
@@ -114,7 +115,7 @@ def guard_exact_float(bsym) -> None:
     else:
         # The range guard would not hold: this entry's guards are checked as recorded (Python
         # evaluates float(n) exactly), not simplified (metatrace.guards.program).
-        collector = concretizations.COLLECTOR.get()
+        collector = compile_context.collector()
         if collector is not None:
             try:
                 collector.inexact_float = True

@@ -37,6 +37,7 @@ from thunder.core.trace import get_tracectx
 
 import metatrace.metas.record_state as record_state
 import metatrace.metas.runtime as runtime
+from metatrace.state import compile_context
 from metatrace.metas import data_dependent, data_dependent_ops, python_executor, concretizations, unbacked
 from metatrace.patching import Patch, attribute, item
 from metatrace.proxies import float_numbers
@@ -79,7 +80,7 @@ def _compare_route(name: str, self, other) -> str:
         # While thunder interprets (a guard collector listens) and through the passes after it
         # (the grad transform, executor passes: ``record_state.INTERPRETING``), where a re-run
         # composite repeats the decisions its first run made and guarded.
-        if (collector := concretizations.COLLECTOR.get()) is not None or record_state.INTERPRETING.get():
+        if (collector := compile_context.collector()) is not None or compile_context.interpreting():
             if self is other and isinstance(self, IntegerProxy):
                 return "reflexive"
             if _decides_at_once(get_tracectx()) and not _reads_tensor_data(collector, self, other):
@@ -151,7 +152,7 @@ def _arithmetic_route(fold, self, other) -> str:
         return "bool"
     if (
         fold is not None
-        and (concretizations.COLLECTOR.get() is not None or record_state.INTERPRETING.get()
+        and (compile_context.collector() is not None or compile_context.interpreting()
              or unbacked.is_unbacked(self) or unbacked.is_unbacked(other))
         and fold(self, other) is not runtime._MISSING
     ):
@@ -176,7 +177,7 @@ def _arithmetic_method(name: str, fn, swapped: bool, original):
             return getattr(bool_as_int(self), name)(bool_as_int(other))
         if route == "fold":
             return fold(self, other)
-        if (fn is runtime.mul and not record_state.INTERPRETING.get() and isinstance(self, IntegerProxy)
+        if (fn is runtime.mul and not compile_context.interpreting() and isinstance(self, IntegerProxy)
                 and (isinstance(other, IntegerProxy) or type(other) is int)
                 and (unbacked.is_unbacked(self) or unbacked.is_unbacked(other))):
             # outside a compile (thunder's check_trace re-runs metas), a product of a size read from
@@ -196,7 +197,7 @@ def _report_producer(bsym) -> None:
     to the guard collector when one is listening, so a concretized number can be projected to the
     inputs even when its producer sits in a subsymbol, in a scope that was discarded, or was
     dropped by the grad transform's dead-code elimination. One check per bound symbol, no scans."""
-    if concretizations.COLLECTOR.get() is None:
+    if compile_context.collector() is None:
         return
     out = bsym.output
     if isinstance(out, NumberProxy) or (
@@ -325,7 +326,7 @@ def _conversion_lookaside(wrapper):
 def _bool_lookaside(original):
     def bool_lookaside(wrapped_x):
         x = wrapped_x.value
-        if isinstance(x, NumberProxy) and concretizations.COLLECTOR.get() is not None:
+        if isinstance(x, NumberProxy) and compile_context.collector() is not None:
             concretizations.relation("ne", x, 0, None if x.value is None else bool(x.value))
             lookaside = default_lookaside(bool) or bool
             return lookaside(wrapped_x)

@@ -43,7 +43,7 @@ from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx, is_tracing
 
 from metatrace.patching import Patch, attribute, item
-from metatrace.weak_tables import WeakTable
+from metatrace.state.weak_tables import WeakTable
 from metatrace.proxies.number_methods import in_meta
 
 # Each trace's scopes' state: TraceCtx -> {id(scope) -> ScopeState} (each entry holds its scope,

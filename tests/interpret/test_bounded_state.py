@@ -149,7 +149,7 @@ class _Key:
 def test_a_weak_tables_entry_dies_with_its_object_even_when_asked_for_last():
     import weakref
 
-    from metatrace.weak_tables import WeakTable
+    from metatrace.state.weak_tables import WeakTable
 
     class Entry:
         pass
@@ -163,7 +163,7 @@ def test_a_weak_tables_entry_dies_with_its_object_even_when_asked_for_last():
 
 
 def test_a_weak_table_gives_the_same_entry_for_one_object_and_none_when_not_creating():
-    from metatrace.weak_tables import WeakTable
+    from metatrace.state.weak_tables import WeakTable
 
     table = WeakTable(dict)
     first, second = _Key(), _Key()

@@ -9,6 +9,7 @@ from thunder.core.proxies import IntegerProxy
 
 import metatrace.metas.runtime as rt
 import metatrace.metas.record_state as record_state
+from metatrace.state import compile_context
 from metatrace.metas import concretizations
 from metatrace.guards.collect import GuardCollector
 from metatrace.metas.concretizations import ReasonKind
@@ -23,12 +24,8 @@ def recorder():
     with direct_call_context():
         scope: list = []
         collector = GuardCollector()
-        sink_token = concretizations.COLLECTOR.set(collector)
-        try:
-            with record_state.recording_frame(record_state.RecordingFrame(scope)):
-                yield scope, collector
-        finally:
-            concretizations.COLLECTOR.reset(sink_token)
+        with compile_context.collecting(collector), record_state.recording_frame(record_state.RecordingFrame(scope)):
+            yield scope, collector
 
 
 def _ops(scope):

@@ -149,7 +149,7 @@ def test_metatrace_has_no_import_cycles():
 # inside a rewritten meta) imports none; codegen writes and loads metas; proxies, guards and
 # interpret work while thunder interprets the function (the prologue's guard programs are
 # guards', the grad transform's reservation among them); grad and passes run after it.
-PIPELINE = ("metas", "codegen", "proxies", "guards", "interpret", "mutations", "grad", "passes")
+PIPELINE = ("state", "metas", "codegen", "proxies", "guards", "interpret", "mutations", "grad", "passes")
 
 
 def test_subpackages_import_along_the_pipeline():
@@ -454,3 +454,20 @@ def test_the_grad_transform_has_one_wrapper():
         rows = [p for p in metatrace.install.applied_patches()
                 if p.target is autodiff and p.key == "grad_transform_on_trace"]
     assert [p.new.__module__ for p in rows] == ["metatrace.passes.grad_transform"]
+
+
+# The one context variable outside metatrace.state.compile_context: the simplifier's out-parameter for
+# the conditions an expression needs not to raise (a pure algebra's internal, not compile context;
+# issue 39 asks for it to become a return value).
+CONTEXT_OUTSIDE = {"guards/simplify/expressions.py"}
+
+
+def test_compile_context_is_declared_in_one_module():
+    """Every ``ContextVar`` metatrace keeps is declared in ``metatrace/state/compile_context.py``."""
+    found = sorted(
+        f"{p.relative_to(PACKAGE)}:{node.lineno}" for p in PACKAGE.rglob("*.py")
+        if str(p.relative_to(PACKAGE)) != "state/compile_context.py" and str(p.relative_to(PACKAGE)) not in CONTEXT_OUTSIDE
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "ContextVar"
+    )
+    assert found == []

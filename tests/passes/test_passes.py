@@ -33,7 +33,7 @@ import metatrace
 import metatrace.passes.grad_transform as grad_transform
 import metatrace.passes.size_producers as size_producers
 from metatrace.checker import check_trace, find_orphans
-from metatrace.metas.record_state import INTERPRETING
+from metatrace.state.compile_context import compile_step
 from metatrace.passes.hoist_producers import hoist_size_producers, is_number_op
 from metatrace.passes.keep_size_names import keep_size_names, renames
 from metatrace.passes.restore_producers import index_after, restore_size_producers
@@ -306,12 +306,8 @@ class _Rerun(TraceSubstitutionProcessor):
 
 def _rerun(trace, jf, *, keep: bool):
     processor = _Rerun(trace)
-    token = INTERPRETING.set(True)
-    try:
-        with compile_data_and_stats(thunder.compile_data(jf), thunder.compile_stats(jf)):
-            TraceSubstitutionProcessor.__call__.__wrapped__(processor)
-    finally:
-        INTERPRETING.reset(token)
+    with compile_step(collect=False), compile_data_and_stats(thunder.compile_data(jf), thunder.compile_stats(jf)):
+        TraceSubstitutionProcessor.__call__.__wrapped__(processor)
     if keep:
         keep_size_names(processor)
     return processor.new_trace
