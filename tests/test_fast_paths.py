@@ -46,7 +46,7 @@ def missing_key(x):
 def _normalized(text: str, ids: dict) -> str:
     """Trace text without what differs between two compiles of one function: timings, and the
     registry ids of guard programs and checks (``'g12'``), renumbered in order of appearance."""
-    text = re.sub(r"took \d+ milliseconds", "took N milliseconds", text)
+    text = re.sub(r"took \d+ milliseconds", "took N milliseconds", re.sub(r"0x[0-9a-f]+", "0x", text))
     return re.sub(r"'([gsvr])(\d+)'", lambda m: f"'{m.group(1)}#{ids.setdefault(m.group(0), len(ids))}'", text)
 
 
