@@ -34,6 +34,8 @@ import functools
 import types
 
 import thunder.core.interpreter as interpreter
+import thunder.core.jit_ext as jit_ext
+from thunder.core.options import SHARP_EDGES_OPTIONS
 from thunder.core.interpreter import (
     INTERPRETER_SIGNALS,
     InterpreterFrame,
@@ -72,6 +74,8 @@ def _thunder_helper_frame(fn: types.FunctionType, name: str) -> InterpreterFrame
 
 
 _GETITEM_IMPL_FRAME = _thunder_helper_frame(interpreter._binary_subscr_handler, "getitem_impl")
+_LEN_IMPL_FRAME = _thunder_helper_frame(interpreter._len_lookaside, "impl")
+_LEN = {dict: dict.__len__, list: list.__len__, tuple: tuple.__len__}
 
 
 def _direct_lookaside(container: WrappedValue, key: WrappedValue):
@@ -89,13 +93,44 @@ def _direct_lookaside(container: WrappedValue, key: WrappedValue):
     return lookaside if callable(lookaside) else None
 
 
-def _subscript(lookaside, container: WrappedValue, key: WrappedValue):
+def _on_frame(frame: InterpreterFrame, lookaside, *args):
+    """``lookaside(*args)`` with ``frame`` on top of the interpreter's frame stack."""
     frames = get_interpreterruntimectx().frame_stack
-    frames.append(_GETITEM_IMPL_FRAME)
+    frames.append(frame)
     try:
-        return lookaside(container, key)
+        return lookaside(*args)
     finally:
         frames.pop()
+
+
+def _subscript(lookaside, container: WrappedValue, key: WrappedValue):
+    return _on_frame(_GETITEM_IMPL_FRAME, lookaside, container, key)
+
+
+def _sharp_edges_allowed() -> bool:
+    try:
+        return jit_ext.get_jit_ctx().sharp_edges is SHARP_EDGES_OPTIONS.ALLOW
+    except LookupError:
+        return False  # (thunder's interpreter outside thunder.jit)
+
+
+def _direct_len(original):
+    """``len`` of an exact dict, list or tuple: the container's ``__len__`` lookaside (a ``GET_LEN``
+    record), not thunder's interpreted ``impl``. That impl's own steps (``hasattr``, ``isinstance``,
+    ``result < 0``) wrap plain bools whose only callback is thunder's sharp edge for a computed
+    value: the direct path is taken only when sharp edges are allowed (thunder's default)."""
+
+    @functools.wraps(original)
+    def len_lookaside(obj):
+        fn = _LEN.get(type(obj.value)) if type(obj) is WrappedValue else None
+        if fn is not None and _sharp_edges_allowed():
+            compilectx = get_interpretercompilectx()
+            lookaside = compilectx.lookaside(fn, obj) if compilectx._with_provenance_tracking else None
+            if callable(lookaside):
+                return _on_frame(_LEN_IMPL_FRAME, lookaside, obj)
+        return original(obj)
+
+    return len_lookaside
 
 
 def _direct_globals_lookup(original):
@@ -176,6 +211,9 @@ def patches() -> list[Patch]:
         item(interpreter._default_opcode_handler_map, "BINARY_SUBSCR", _direct_binary_subscr,
              "an item of a plain dict, list or tuple is read through the container's lookaside directly, not by "
              "interpreting thunder's getitem_impl", wrap=True, label="thunder.core.interpreter._default_opcode_handler_map"),
+        item(interpreter._default_lookaside_map, len, _direct_len,
+             "len() of a plain dict, list or tuple is the container's __len__ lookaside, not thunder's interpreted impl",
+             wrap=True, label="thunder.core.interpreter._default_lookaside_map"),
         attribute(InterpreterFrame, "get_or_make_python_frame", _frame_per_location,
                   "an exception's traceback frame is made once per code location, not by a thread per exception",
                   wrap=True),
