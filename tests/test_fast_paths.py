@@ -30,11 +30,13 @@ SETTINGS = collections.ChainMap({"scale": 2.0}, {"shift": 1.0, "scale": 9.0})
 def globals_builtins_and_exceptions(x):
     shift = SETTINGS["shift"]
     y = x * SCALES["a"] + OFFSETS[-1] + PAIR[0] + len(OFFSETS)
+    if "a" in SCALES and "z" not in SCALES:
+        y = y * 2
     return y[: PAIR[1] - 3] + shift + sum(OFFSETS[1:])
 
 
 def argument_containers(batch, sizes, pair):
-    x = batch["x"] * batch["n"]
+    x = batch["x"] * batch["n"] if "n" in batch else batch["x"]
     y = x.reshape(sizes[0], -1) + pair[1]
     return y.sum(pair[0]) + len(sizes) + sizes[-1]
 

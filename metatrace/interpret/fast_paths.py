@@ -76,6 +76,11 @@ def _thunder_helper_frame(fn: types.FunctionType, name: str) -> InterpreterFrame
 _GETITEM_IMPL_FRAME = _thunder_helper_frame(interpreter._binary_subscr_handler, "getitem_impl")
 _LEN_IMPL_FRAME = _thunder_helper_frame(interpreter._len_lookaside, "impl")
 _LEN = {dict: dict.__len__, list: list.__len__, tuple: tuple.__len__}
+_CONTAINS_IMPL_FRAME = _thunder_helper_frame(interpreter._contains_op_handler, "impl")
+# thunder's ``lambda result: not result`` of ``not in``, the same code (in thunder's module)
+_NOT = types.FunctionType(
+    next(c for c in interpreter._contains_op_handler.__code__.co_consts
+         if isinstance(c, types.CodeType) and c.co_name == "<lambda>"), vars(interpreter))
 
 
 def _direct_lookaside(container: WrappedValue, key: WrappedValue):
@@ -180,6 +185,37 @@ def _direct_binary_subscr(original):
     return _binary_subscr_handler
 
 
+def _direct_contains(original):
+    """``key in d`` for an exact dict and an exact ``str`` or ``int`` key: the dict's
+    ``__contains__`` lookaside (its items tracked, a ``CONTAINS_OP`` record), not thunder's
+    interpreted ``impl`` (whose ``hasattr`` wraps a plain bool: sharp edges allowed, as for len)."""
+
+    @functools.wraps(original)
+    def _contains_op_handler(inst, /, stack, **kwargs):
+        if len(stack) >= 2 and _sharp_edges_allowed():
+            container, key = stack.getitem_wrapped(-1), stack.getitem_wrapped(-2)
+            if (type(container) is WrappedValue and type(key) is WrappedValue and type(container.value) is dict
+                    and type(key.value) in _DICT_KEYS):
+                compilectx = get_interpretercompilectx()
+                lookaside = (compilectx.lookaside(dict.__contains__, container, key)
+                             if compilectx._with_provenance_tracking else None)
+                if callable(lookaside):
+                    stack.pop_wrapped()
+                    stack.pop_wrapped()
+                    result = _on_frame(_CONTAINS_IMPL_FRAME, lookaside, container, key)
+                    if result is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+                        return result
+                    if inst.arg == 1:
+                        result = interpreter._interpret_call(_NOT, result)
+                        if result is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+                            return result
+                    stack.append(result)
+                    return None
+        return original(inst, stack=stack, **kwargs)
+
+    return _contains_op_handler
+
+
 # Python frames for tracebacks, by code location; cleared when full (a location's frame is
 # then made again, as thunder would).
 _FRAMES_KEPT = 4096
@@ -211,6 +247,9 @@ def patches() -> list[Patch]:
         item(interpreter._default_opcode_handler_map, "BINARY_SUBSCR", _direct_binary_subscr,
              "an item of a plain dict, list or tuple is read through the container's lookaside directly, not by "
              "interpreting thunder's getitem_impl", wrap=True, label="thunder.core.interpreter._default_opcode_handler_map"),
+        item(interpreter._default_opcode_handler_map, "CONTAINS_OP", _direct_contains,
+             "key in d for a plain dict is the dict's __contains__ lookaside, not thunder's interpreted impl",
+             wrap=True, label="thunder.core.interpreter._default_opcode_handler_map"),
         item(interpreter._default_lookaside_map, len, _direct_len,
              "len() of a plain dict, list or tuple is the container's __len__ lookaside, not thunder's interpreted impl",
              wrap=True, label="thunder.core.interpreter._default_lookaside_map"),
