@@ -24,8 +24,8 @@ from metatrace.grad import requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
     argument_reads, callee_checks, collector_pacing, container_builtins, custom_getattribute, dropped_stores,
-    interpreter_costs, jit, library_state, lookasides, module_state, opaque_calls, state_reads, tensor_metadata,
-    unrepeatable_calls, values_as_text,
+    fast_paths, interpreter_costs, jit, library_state, lookasides, module_state, opaque_calls, state_reads,
+    tensor_metadata, unrepeatable_calls, values_as_text,
 )
 from metatrace.mutations import record as mutation_records, replay as mutation_replay
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants
@@ -120,7 +120,7 @@ def _executor_symbols_with_own_metas(swapped: set[int]) -> list:
     return found
 
 
-def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tuple:
+def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_fast_paths: bool = True) -> tuple:
     """Where the rows come from, in the order they are applied; each stage is called after the
     rows before it were applied (``applied``), so it reads thunder as they left it. The metas come
     first: the executor-meta scan must not see the operators that python_executor and prologue_op
@@ -134,6 +134,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         # interpreting the user's function
         jit.patches,
         interpreter_costs.patches,
+        fast_paths.patches if with_fast_paths else list,
         renames.patches,
         module_state.patches,
         dropped_stores.patches,
@@ -203,9 +204,11 @@ class _Enabled:
             disable()
 
 
-def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
+def enable(*, force_fallback: tuple[str, ...] = (), fast_paths: bool = True) -> _Enabled:
     """Installs the rewritten metas. ``force_fallback``: PrimIDs names to run as fallbacks even
-    though they are ported (for tests and for bisecting a suspected rewrite)."""
+    though they are ported (for tests and for bisecting a suspected rewrite). ``fast_paths=False``
+    leaves thunder's interpreter its own slow paths (:mod:`metatrace.interpret.fast_paths`), for
+    the test that finds the same traces, prologues and guards with and without them."""
     global _installed
     with _lock:
         if _installed is not None:
@@ -219,7 +222,7 @@ def enable(*, force_fallback: tuple[str, ...] = ()) -> _Enabled:
         loaded = _loaded[key]
         installed = _Installed(manifest=result.manifest, load_failures=loaded.failures)
         try:
-            for stage in _stages(loaded, tuple(force_fallback), installed.rows):
+            for stage in _stages(loaded, tuple(force_fallback), installed.rows, fast_paths):
                 rows = stage()
                 installed.rows.extend(rows)
                 patching.apply(rows, installed.undo)

@@ -58,6 +58,7 @@ MODULE_COSTS = {
     "test_fuzz.py": 100,
     "test_fuzz_stock.py": 30,
     "test_mutations.py": 70,
+    "test_fast_paths.py": 45,
     "test_c_calls.py": 40,
     "test_python_values.py": 50,
     "test_cache.py": 45,

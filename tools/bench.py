@@ -54,8 +54,17 @@ values with metatrace disabled, alternated ``--litgpt-repeats`` times, medians a
     eager PyTorch, total wall time, compiles counted. Stock thunder cannot run it (``torch.where``
     with one argument is not supported in either cache mode), so eager is the comparison.
 
+14. compile (issue 38): the first call of a fresh jitted model, stock thunder (metatrace
+    disabled, constant values) against metatrace (symbolic values), alternated
+    ``--compile-repeats`` times, medians, ratio (target <= 0.5), and the phase split: thunder's
+    interpretation of the model (``compile_stats``' tracing interval) and the rest (transforms,
+    grad, passes, the run itself). Workloads: the tiny Hugging Face Llama of the issue (2 layers,
+    hidden 32, vocab 128, ``use_cache=False``) forward under ``torch.no_grad()`` at T=16 (also
+    ``torch.compile(backend="aot_eager")``'s first call), its training step
+    (``logits.sum().backward()``), and litgpt's ``--litgpt-config`` training step at T=32.
+
 Sections: codegen, tracing, prologue, nanogpt, litgpt-compile, litgpt-train, litgpt-decode,
-litgpt-hit, lora-train, ddp-train, gpt2-train, torch-compile, moe-train. ``--only litgpt`` runs the litgpt ones (a name or
+litgpt-hit, lora-train, ddp-train, gpt2-train, torch-compile, moe-train, compile. ``--only litgpt`` runs the litgpt ones (a name or
 a prefix, comma-separated), ``--skip tracing,nanogpt`` leaves some out.
 """
 
@@ -484,8 +493,88 @@ def bench_torch_compile(config: str, repeats: int) -> None:
           f"stock {s['regions']}, metatrace {o['regions']} (target: stock's)")
 
 
+def _hf_llama_workload(training: bool, T: int = 16):
+    """(model, step) of issue 38's tiny Hugging Face Llama: ``step(fn)`` runs the forward (under
+    ``torch.no_grad()``) or the training step on ``fn``, the model or a compiled version of it."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, use_cache=False)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    x = torch.randint(0, 128, (2, T), generator=torch.Generator().manual_seed(0))
+
+    def step(fn):
+        if training:
+            fn(input_ids=x).logits.sum().backward()
+            return
+        with torch.no_grad():
+            fn(input_ids=x)
+
+    return model, step
+
+
+def _litgpt_training_workload(config: str, T: int = 32):
+    from litgpt_workloads import build, training_input, training_step
+
+    model = build(config)
+    idx = training_input(model, T)
+    return model, lambda fn: training_step(fn, model, idx)
+
+
+def _compile_seconds(workload, mode: str) -> tuple[float, float]:
+    """(first call, thunder's interpretation within it) of a fresh model compiled by ``mode``:
+    "stock", "metatrace" or "aot_eager" (torch.compile; no interpretation figure)."""
+    import torch
+    from hf_workloads import plain_output_collector
+
+    model, step = workload()
+    if mode == "aot_eager":
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="aot_eager")
+        gc.collect()
+        start = time.perf_counter()
+        step(compiled)
+        return time.perf_counter() - start, float("nan")
+    context, cache = _modes(mode == "metatrace")
+    with plain_output_collector(), context:
+        jm = thunder.jit(model, cache=cache)
+        gc.collect()
+        start = time.perf_counter()
+        step(jm)
+        seconds = time.perf_counter() - start
+        assert thunder.cache_misses(jm) == 1
+    cs = thunder.compile_stats(jm)
+    return seconds, (cs.last_trace_tracing_stop - cs.last_trace_tracing_start) / 1e9
+
+
+def bench_compile(config: str, repeats: int) -> None:
+    workloads = (
+        ("HF Llama forward T=16", lambda: _hf_llama_workload(False), True),
+        ("HF Llama training step T=16", lambda: _hf_llama_workload(True), False),
+        (f"litgpt {config} training step T=32", lambda: _litgpt_training_workload(config), False),
+    )
+    for label, workload, with_torch_compile in workloads:
+        modes = ("stock", "metatrace") + (("aot_eager",) if with_torch_compile else ())
+        runs = {mode: [] for mode in modes}
+        for _ in range(repeats):
+            for mode in modes:
+                gc.collect()
+                runs[mode].append(_compile_seconds(workload, mode))
+        med = {mode: (statistics.median(t for t, _ in r), statistics.median(i for _, i in r)) for mode, r in runs.items()}
+        (stock, stock_interp), (ours, our_interp) = med["stock"], med["metatrace"]
+        line = (f"{label} first call (median of {repeats}): stock constant values {stock:.2f} s (interpretation "
+                f"{stock_interp:.2f} s, rest {stock - stock_interp:.2f} s), metatrace symbolic values {ours:.2f} s "
+                f"(interpretation {our_interp:.2f} s, rest {ours - our_interp:.2f} s), ratio {ours / stock:.3f}"
+                "  (target <= 0.5)")
+        if with_torch_compile:
+            line += f"; torch.compile aot_eager {med['aot_eager'][0]:.2f} s"
+        print(line, flush=True)
+
+
 SECTIONS = ("codegen", "tracing", "prologue", "nanogpt", "litgpt-compile", "litgpt-train", "litgpt-decode", "litgpt-hit",
-            "lora-train", "ddp-train", "gpt2-train", "torch-compile", "moe-train")
+            "lora-train", "ddp-train", "gpt2-train", "torch-compile", "moe-train", "compile")
 
 
 def _selected(only: str | None, skip: str | None) -> list[str]:
@@ -519,6 +608,8 @@ def main() -> None:
                         help="stock decoding with input_pos_maxp1 (recompiles every step), without, or both")
     parser.add_argument("--torch-compile-repeats", type=int, default=1,
                         help="stock/metatrace alternations of torch-compile (stock: about 8 minutes each)")
+    parser.add_argument("--compile-repeats", type=int, default=3,
+                        help="stock/metatrace alternations of the compile section")
     parser.add_argument("--ddp-timeout", type=float, default=1800,
                         help="seconds to wait for each ddp rank's report before giving up (a hang)")
     args = parser.parse_args()
@@ -562,6 +653,8 @@ def main() -> None:
         bench_torch_compile(config, args.torch_compile_repeats)
     if "moe-train" in sections:
         bench_moe_training(repeats)
+    if "compile" in sections:
+        bench_compile(config, args.compile_repeats)
 
 
 if __name__ == "__main__":

@@ -34,12 +34,12 @@ import thunder
 import thunder.core.jit_ext as jit_ext
 import thunder.executors.torch_autograd as torch_autograd
 import torch
-from thunder.core import dtypes
+from thunder.core import devices, dtypes
 from thunder.core.compile_data import get_compile_data
 from thunder.core.interpreter import _interpret_call
 import thunder.core.prims as prims
 from thunder.core.prims import OpTags
-from thunder.core.proxies import TensorProxy
+from thunder.core.proxies import Proxy, TensorProxy
 from thunder.core.pytree import tree_iter
 from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx
@@ -83,16 +83,40 @@ def _refuse_gradient(sym, args, kwargs) -> None:
         raise RuntimeError(f"derivative for {NOT_DIFFERENTIABLE[sym.id]} is not implemented")
 
 
+# Leaves a prim's arguments and results hold besides proxies (thunder's own dtypes and devices
+# are leaves too, tested by isinstance below).
+_SCALARS = frozenset({int, float, bool, complex, str, type(None), slice, type(Ellipsis), type, torch.dtype, torch.device})
+
+
+def _tensor_proxies(tree) -> list:
+    """The tensor proxies in ``tree``: walked directly through exact lists, tuples and dicts (a
+    prim's arguments and results, nearly always); through ``tree_iter`` when it holds any other
+    container (a namedtuple, a dataclass, a registered node)."""
+    found, pending = [], [tree]
+    while pending:
+        x = pending.pop()
+        t = type(x)
+        if t is list or t is tuple:
+            pending.extend(x)
+        elif t is dict:
+            pending.extend(x.values())
+        elif isinstance(x, TensorProxy):
+            found.append(x)
+        elif t not in _SCALARS and not isinstance(x, (Proxy, dtypes.dtype, devices.Device)):
+            return [x for x in tree_iter(tree) if isinstance(x, TensorProxy)]
+    return found
+
+
 def _set_eager_flags(sym, args, kwargs, result, grad_enabled: bool) -> None:
-    inputs = [x for x in tree_iter((args, kwargs)) if isinstance(x, TensorProxy)]
+    inputs = _tensor_proxies((args, kwargs))
     if OpTags.AUTO_REGISTERED in (sym.tags or ()):
         flag_of = lambda out: grad_enabled and out._requires_grad  # noqa: E731
     else:
         any_input = grad_enabled and any(x._requires_grad for x in inputs)
         flag_of = lambda out: any_input and dtypes.is_inexact_dtype(out.dtype)  # noqa: E731
     ids = {id(x) for x in inputs}
-    for out in tree_iter(result):
-        if isinstance(out, TensorProxy) and id(out) not in ids:
+    for out in _tensor_proxies(result):
+        if id(out) not in ids:
             out._requires_grad = flag_of(out)
 
 
