@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from metatrace import patching, thunderfx
 from metatrace.codegen import cache
 from metatrace.proxies import (
-    clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads, unbacked_shapes,
+    clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads, size_oblivious,
+    unbacked_shapes,
 )
 from metatrace.grad import deferred_guards, requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
@@ -157,6 +158,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         numel.patches,
         shape_reads.patches,
         printing.patches,
+        size_oblivious.patches,
         unbacked_shapes.patches,
         clang_math.patches,
         # torch-level metas; the python executor's number operators and the prologue's guard operators

@@ -20,6 +20,7 @@ from __future__ import annotations
 import builtins
 import inspect
 import operator
+import sys
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from numbers import Number
@@ -30,7 +31,7 @@ import thunder.core.prims as prims
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.proxies import pyval as _thunder_pyval
 
-from metatrace.metas import concretizations, number_ops, unbacked
+from metatrace.metas import concretizations, number_ops, settled_checks, unbacked
 from metatrace.metas.record_state import current_recorder, functional_trace, value_propagation
 from metatrace.metas.record_state import record as _record
 
@@ -250,6 +251,8 @@ def truth(x) -> bool:
     if type(x) is bool:
         return x
     if isinstance(x, SymBool):
+        if x.value is not None and settled_checks.settled(x.op, x.lhs, x.rhs, sys._getframe(1)):
+            return x.value
         concretizations.relation(x.op, x.lhs, x.rhs, x.value)
         if x.value is None:  # (the guard collector raised DataDependentError if one listens)
             raise unbacked.undecided(x.op, x.lhs, x.rhs)
