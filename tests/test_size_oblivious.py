@@ -99,3 +99,25 @@ def test_hashing_a_size_in_user_code_still_pins_it(enabled):
     for n in (2, 3, 4):
         torch.testing.assert_close(jf(torch.ones(n)), fn(torch.ones(n)))
     assert thunder.cache_misses(jf) >= 2
+
+
+def test_two_inputs_of_one_batch_size_share_an_entry_for_batch_one(enabled):
+    def fn(x, y):
+        return (x[:, None, :] + y[:, :, None]).sum(-1)
+
+    calls = [(torch.randn(1, 4), torch.randn(1, 3)), (torch.randn(3, 4), torch.randn(3, 5))]
+    assert _calls_share_one_entry(fn, calls) == 1
+
+
+def test_a_batch_of_one_against_a_batch_of_n_still_broadcasts(enabled):
+    def fn(x, y):
+        return x * y
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for args in [(torch.randn(2, 4), torch.randn(2, 4)), (torch.randn(1, 4), torch.randn(3, 4)),
+                 (torch.randn(3, 4), torch.randn(1, 4)), (torch.randn(5, 4), torch.randn(5, 4))]:
+        torch.testing.assert_close(jf(*args), fn(*args))
+    with pytest.raises(RuntimeError):
+        fn(torch.randn(2, 4), torch.randn(3, 4))
+    with pytest.raises(Exception):
+        jf(torch.randn(2, 4), torch.randn(3, 4))

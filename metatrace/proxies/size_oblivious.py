@@ -9,7 +9,11 @@ cache: a Hugging Face model's prefill and decode with batch 1 each compiled an e
 - ``compute_broadcast_shape`` (every elementwise op) does not compare a size with the common
   size when they are the same symbol: thunder's ``common == 1`` and ``shape == 1 or common ==
   shape`` guarded ``b == 1`` on ``x * 2`` for a batch of 1 and ``b != 1`` for any other, where
-  the common size is ``b`` either way.
+  the common size is ``b`` either way. Two different symbols of equal value are guarded equal
+  (``B == B2``), as torch's backed-size-oblivious broadcasting does, where thunder guarded
+  ``B == 1`` (for a batch of 1) or ``B != 1``. ``maybe_broadcast`` expands a tensor unless its
+  shape is the common shape itself (the same sizes), where thunder's ``same_shape`` compared a
+  size with a literal 1 (a tensor that is expanded to the shape it has is the same values).
 
 - ``clang.reshape``'s no-op shortcut (``if a.shape == tuple(shape): return a``) compares sizes
   only where they are the same object or equal plain ints; otherwise it reshapes, which returns
@@ -42,6 +46,11 @@ def _literal_one(x) -> bool:
     return type(x) is int and x == 1
 
 
+def _equal_symbols(a, b) -> bool:
+    return (isinstance(a, NumberProxy) and isinstance(b, NumberProxy) and a.value is not None
+            and type(a.value) is int and a.value == b.value)
+
+
 def same_sizes(a, b) -> bool:
     """``a == b`` decided without deciding anything on a symbol: the same objects, or equal plain
     ints. False where only a guard could say they are equal."""
@@ -57,8 +66,8 @@ def _has_symbol(shape) -> bool:
 
 def compute_broadcast_shape(*_shapes):
     """thunder's ``clang.utils.compute_broadcast_shape``, skipping a size that is the common size
-    already (the same object) or the first size at its position: for them thunder's decisions keep
-    that size as the common size, whatever its value."""
+    already (the same object), the first size at its position or a literal 1: for them thunder's
+    decisions keep the common size, whatever its value; two symbols of equal value are guarded equal."""
     shapes = tuple(x for x in _shapes if x is not None)
     if len(shapes) == 0:
         return None
@@ -69,6 +78,13 @@ def compute_broadcast_shape(*_shapes):
                 continue
             if _literal_one(common_shape[idx]):  # no size seen here yet: this one is the common size
                 common_shape[idx] = shape[idx]
+                continue
+            if _literal_one(shape[idx]):  # a literal 1 broadcasts to the common size, whatever it is
+                continue
+            if _equal_symbols(common_shape[idx], shape[idx]):
+                # two symbols of one value (input_ids' and position_ids' batch): the common size
+                # for every pair that stays equal, 1 included; the guard is their equality
+                utils.check(common_shape[idx] == shape[idx], lambda: "unreachable: equal values")
                 continue
             if common_shape[idx] == 1:
                 common_shape[idx] = shape[idx]
@@ -85,6 +101,26 @@ def _broadcast_shape(original):
         return original(*shapes)
 
     return broadcast_shape
+
+
+def _maybe_broadcast(original):
+    @functools.wraps(original)
+    def maybe_broadcast(*args, treat_cpu_scalar_tensors_as_numbers=True):
+        shapes = [getattr(x, "shape", None) for x in args]
+        if not tracing() or not any(s is not None and _has_symbol(s) for s in shapes):
+            return original(*args, treat_cpu_scalar_tensors_as_numbers=treat_cpu_scalar_tensors_as_numbers)
+        common_shape = compute_broadcast_shape(*shapes)
+
+        def broadcast(x, shape):
+            if treat_cpu_scalar_tensors_as_numbers and utils.is_cpu_scalar_tensor(x):
+                return x
+            if shape is not None and not same_sizes(shape, common_shape):
+                return clang.expand(x, common_shape)
+            return x
+
+        return tuple(broadcast(x, shape) for x, shape in zip(args, shapes))
+
+    return maybe_broadcast
 
 
 def _reshape(original):
@@ -144,6 +180,7 @@ def patches() -> list[Patch]:
     why = "no size decision where every answer takes a path right for every size (batch 1 shares batch n's entry)"
     return [attribute(clang_utils, "compute_broadcast_shape", _broadcast_shape, why, wrap=True),
             attribute(clang, "compute_broadcast_shape", _broadcast_shape, why, wrap=True),
+            attribute(clang, "maybe_broadcast", _maybe_broadcast, why, wrap=True),
             attribute(clang, "reshape", _reshape, why, wrap=True),
             attribute(clang, "expand", _expand, why, wrap=True)]
 
