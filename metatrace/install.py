@@ -28,7 +28,7 @@ from metatrace.interpret import (
     interpreter_costs, jit, library_state, lookasides, module_state, opaque_calls, state_reads, tensor_metadata,
     unrepeatable_calls, values_as_text,
 )
-from metatrace.mutations import record as mutation_records, replay as mutation_replay
+from metatrace.mutations import record as mutation_records, replay as mutation_replay, returned_objects
 from metatrace.passes import distributed, fusion_regions, size_producers, string_constants
 from metatrace.metas import (
     custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, python_executor, raising_symbols,
@@ -141,6 +141,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         # stores into pre-existing objects: recorded, undone after tracing, replayed by the epilogue
         mutation_records.patches,
         mutation_replay.patches,
+        returned_objects.patches,
         lookasides.patches,
         custom_getattribute.patches,
         library_state.patches,
