@@ -15,7 +15,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import patching, thunderfx
+from metatrace import module_methods, patching, thunderfx
 from metatrace.codegen import cache
 from metatrace.proxies import (
     clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads, size_oblivious,
@@ -189,6 +189,8 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch]) -> tu
         collector_pacing.patches,
         # torch.compile
         thunderfx.patches,
+        # jm.generate: a jitted module's methods that call forward run the compiled one
+        module_methods.patches,
     )
 
 
