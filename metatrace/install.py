@@ -15,7 +15,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import module_methods, patching, thunderfx
+from metatrace import patching, thunderfx
 from metatrace.codegen import cache
 from metatrace.proxies import (
     clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads, size_oblivious,
@@ -25,8 +25,8 @@ from metatrace.grad import deferred_guards, requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
     argument_reads, callee_checks, collector_pacing, container_builtins, custom_getattribute, dropped_stores,
-    interpreter_costs, jit, library_state, lookasides, module_state, opaque_calls, state_reads, tensor_metadata,
-    unrepeatable_calls, values_as_text,
+    interpreter_costs, jit, library_state, lookasides, module_methods, module_state, opaque_calls, state_reads,
+    tensor_metadata, unrepeatable_calls, values_as_text,
 )
 from metatrace.mutations import record as mutation_records, replay as mutation_replay, returned_objects
 from metatrace.passes import distributed, fusion_regions, size_producers, string_constants
