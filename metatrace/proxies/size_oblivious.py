@@ -35,11 +35,18 @@ import thunder.core.prims as prims
 import thunder.core.utils as utils
 from thunder.core.proxies import NumberProxy
 
+from thunder.core.compile_data import using_symbolic_values
+
 from metatrace.metas.torch_metas import tracing
 from metatrace.patching import Patch, attribute
 
 # (thunder.clang's ``utils`` attribute is thunder.core.utils: the submodule by its full name)
 clang_utils = importlib.import_module("thunder.clang.utils")
+
+
+def _symbolic() -> bool:
+    """A trace records under symbolic values (``thunder.trace()`` proxies numbers too: thunder's code there)."""
+    return tracing() and using_symbolic_values()
 
 
 def _literal_one(x) -> bool:
@@ -96,7 +103,7 @@ def compute_broadcast_shape(*_shapes):
 def _broadcast_shape(original):
     @functools.wraps(original)
     def broadcast_shape(*shapes):
-        if tracing() and any(_has_symbol(s) for s in shapes if s is not None):
+        if _symbolic() and any(_has_symbol(s) for s in shapes if s is not None):
             return compute_broadcast_shape(*shapes)
         return original(*shapes)
 
@@ -107,7 +114,7 @@ def _maybe_broadcast(original):
     @functools.wraps(original)
     def maybe_broadcast(*args, treat_cpu_scalar_tensors_as_numbers=True):
         shapes = [getattr(x, "shape", None) for x in args]
-        if not tracing() or not any(s is not None and _has_symbol(s) for s in shapes):
+        if not _symbolic() or not any(s is not None and _has_symbol(s) for s in shapes):
             return original(*args, treat_cpu_scalar_tensors_as_numbers=treat_cpu_scalar_tensors_as_numbers)
         common_shape = compute_broadcast_shape(*shapes)
 
@@ -127,7 +134,7 @@ def _reshape(original):
     @functools.wraps(original)
     def reshape(a, shape):
         shape = tuple(shape)
-        if not tracing() or not (_has_symbol(a.shape) or _has_symbol(shape)):
+        if not _symbolic() or not (_has_symbol(a.shape) or _has_symbol(shape)):
             return original(a, shape)
         if same_sizes(a.shape, shape):
             return a
@@ -169,7 +176,7 @@ def _expand(original):
 
     @functools.wraps(original)
     def expand(a, *shape):
-        if tracing() and any(_literal_one(x) for x in a.shape):
+        if _symbolic() and any(_literal_one(x) for x in a.shape):
             return symbolic(a, *shape)
         return original(a, *shape)
 
