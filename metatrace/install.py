@@ -18,16 +18,17 @@ from dataclasses import dataclass, field
 from metatrace import patching, thunderfx
 from metatrace.codegen import cache
 from metatrace.proxies import (
-    clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads, unbacked_shapes,
+    clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads, size_oblivious,
+    unbacked_shapes,
 )
 from metatrace.grad import requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
     argument_reads, callee_checks, collector_pacing, container_builtins, custom_getattribute, dropped_stores,
-    fast_paths, interpreter_costs, jit, library_state, lookasides, module_state, opaque_calls, state_reads,
-    tensor_metadata, unrepeatable_calls, values_as_text,
+    fast_paths, interpreter_costs, jit, library_state, lookasides, module_methods, module_state, opaque_calls,
+    state_reads, tensor_metadata, unrepeatable_calls, values_as_text,
 )
-from metatrace.mutations import record as mutation_records, replay as mutation_replay
+from metatrace.mutations import record as mutation_records, replay as mutation_replay, returned_objects
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants
 from metatrace.metas import (
     custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, python_executor, raising_symbols,
@@ -141,6 +142,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         # stores into pre-existing objects: recorded, undone after tracing, replayed by the epilogue
         mutation_records.patches,
         mutation_replay.patches,
+        returned_objects.patches,
         lookasides.patches,
         custom_getattribute.patches,
         library_state.patches,
@@ -158,6 +160,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         numel.patches,
         shape_reads.patches,
         printing.patches,
+        size_oblivious.patches,
         unbacked_shapes.patches,
         clang_math.patches,
         # torch-level metas; the python executor's number operators and the prologue's guard operators
@@ -187,6 +190,8 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         collector_pacing.patches,
         # torch.compile
         thunderfx.patches,
+        # jm.generate: a jitted module's methods that call forward run the compiled one
+        module_methods.patches,
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import builtins
 import inspect
 import operator
+import sys
 from collections.abc import Callable, Iterable
 from numbers import Number
 from typing import Any
@@ -30,7 +31,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.proxies import pyval as _thunder_pyval
 
 from metatrace.state.weak_tables import IdentityTable
-from metatrace.metas import concretizations, number_ops, unbacked
+from metatrace.metas import concretizations, number_ops, settled_checks, unbacked
 from metatrace.metas.record_state import current_recorder, functional_trace, value_propagation
 from metatrace.metas.record_state import record as _record
 
@@ -261,6 +262,8 @@ def truth(x) -> bool:
     if type(x) is bool:
         return x
     if isinstance(x, SymBool):
+        if x.value is not None and (answer := settled_checks.settled(x.op, x.lhs, x.rhs, sys._getframe(1))) is not None:
+            return answer
         concretizations.relation(x.op, x.lhs, x.rhs, x.value)
         if x.value is None:  # (the guard collector raised DataDependentError if one listens)
             raise unbacked.undecided(x.op, x.lhs, x.rhs)

@@ -196,9 +196,11 @@ _OBLIVIOUS_SITES = {
     # n != 1 the result is n only where the other size is the same n (reflexive), which is n for
     # every n; any other size needs a decision on n that is not made
     ("thunder/clang/utils.py", "compute_broadcast_shape"): _NOT_ONE,
+    ("metatrace/proxies/size_oblivious.py", "compute_broadcast_shape"): _NOT_ONE,  # its copy
     # ``requested_length == x or x == 1 or requested_length == -1``: reached for n only when the
     # requested length is not the same symbol; n == 1 False leaves ``requested == -1``, which keeps n
     ("thunder/clang/utils.py", "expand_impl"): _NOT_ONE,
+    ("metatrace/proxies/size_oblivious.py", "expand_impl"): _NOT_ONE,  # its copy (literal 1s unchecked)
     # ``if not same_shape(x.shape, common_shape): expand``: expanding a size 1 to the same size 1
     # is the tensor itself, so answering n != 1 takes a path that is right for n = 1 too
     ("thunder/clang/utils.py", "_maybe_broadcast"): _NOT_ONE,

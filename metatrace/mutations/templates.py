@@ -8,9 +8,13 @@
   defined outside the call): itself;
 - a container the function built (list, tuple, dict, set and their common subclasses): a new
   one on every call, of the same type and shape, shared where the function shared it;
-- anything else the function created (an instance of a user class): a
-  :class:`metatrace.MetatraceError` naming the object and the line: reusing one object for every
-  call would alias what eager creates afresh.
+- an instance of a plain Python class the function created (a ``DynamicCache`` and its layers:
+  ``object.__new__`` makes it, its state is its ``__dict__``): a new one on every call, its
+  attributes rebuilt by these rules, shared where the function shared it;
+- anything else the function created (an object with slots, a C type, a module), or an object
+  whose attribute the interpreter did not track (so that whether it existed before the call is
+  unknown): a :class:`metatrace.MetatraceError` naming the object and the line: reusing one
+  object for every call would alias what eager creates afresh.
 """
 
 from __future__ import annotations
@@ -97,6 +101,36 @@ class NewContainer:
         return out
 
 
+@dataclass(eq=False)
+class NewObject:
+    """An instance of a plain class the function created: ``object.__new__`` and its ``__dict__``."""
+
+    kind: type
+    items: list = field(default_factory=list)  # (attribute name, template)
+
+    def build(self, leaves: tuple, memo: dict) -> Any:
+        if id(self) in memo:
+            return memo[id(self)]
+        out = memo[id(self)] = object.__new__(self.kind)  # before the attributes: an object that holds itself
+        state = vars(out)
+        for name, t in self.items:
+            state[name] = t.build(leaves, memo)
+        return out
+
+
+def rebuildable(value: Any) -> bool:
+    """An instance of a plain Python class: made by ``object.__new__``, its whole state in its
+    ``__dict__`` (no slots), not a module, tensor or proxy (they have state elsewhere)."""
+    kind = type(value)
+    return (
+        kind.__new__ is object.__new__
+        and kind.__module__ != "builtins"
+        and isinstance(getattr(value, "__dict__", None), dict)
+        and not any(vars(c).get("__slots__") for c in kind.__mro__[:-1])  # (abc.ABC's are empty)
+        and not isinstance(value, (torch.nn.Module, torch.Tensor, Proxy, WrappedValue))
+    )
+
+
 def _function_is_constant(fn: types.FunctionType) -> bool:
     """A function object the trace may pass along as itself: nothing of the trace in its closure or defaults."""
     cells = [c.cell_contents for c in fn.__closure__ or () if c.cell_contents is not None]
@@ -143,12 +177,27 @@ class Templates:
             return Const(value)
         if isinstance(value, _CONTAINERS) and not isinstance(value, Proxy):
             return self._container(wrapped, value, where)
+        if wrapped is not None and rebuildable(value):
+            return self._new_object(wrapped, value, where)
         raise MetatraceError(
             f"the function stores a {type(value).__name__} object it created ({value!r:.80}) into an object that "
             f"existed before the call, at {where}: metatrace replays such stores on every call, and cannot create "
             "that object again for each call. Store it outside the jitted function, or store plain containers, "
             "numbers and tensors"
         )
+
+    def _new_object(self, wrapped, value, where: str) -> NewObject:
+        made = self._containers.get(id(value))
+        if made is not None:
+            return made
+        made = self._containers[id(value)] = NewObject(type(value))
+        tracked = getattr(wrapped, "attribute_wrappers", None) or {}
+        for name, v in vars(value).items():
+            w = tracked.get(name)
+            # an attribute the interpreter did not see stored: plain values only (an object there
+            # may have existed before the call; only its wrapper's provenance says)
+            made.items.append((name, self.of(w if w is not None and w.value is v else v, where)))
+        return made
 
     def _container(self, wrapped, value, where: str) -> NewContainer:
         made = self._containers.get(id(value))

@@ -18,6 +18,11 @@ While metatrace is enabled (``math.floor(-3.25)`` was -3, ``7 ** -2`` was 0):
   thunder hashes a number proxy by its value, so a set or dict decided by the values of one call
   (``len({x.shape[0], n})``: 2 when they differed, never compared) and the entry served calls where
   they are equal. (``set()`` and ``frozenset()`` calls decide by value in metatrace.interpret.values_as_text.)
+  Not where thunder's interpreter looks up the function it is about to call in its lookaside
+  tables: calling a number (``t.numel()``, metatrace.proxies.numel) hashed it there, and every
+  decode step of a Hugging Face cache (``self.keys.numel() == 0``) recompiled for the product
+  ``keys.numel() == 80``. The tables hold functions, never numbers: the lookup misses whatever
+  the value.
 - ``utils.same_shape`` of shapes of different lengths is False without comparing sizes: Python's
   tuple ``==`` compares elements first, so ``maybe_broadcast``'s ``(n,)`` against ``(4, n)`` guarded
   ``n != 4`` and a call with ``n == 4`` recompiled for nothing.
@@ -28,6 +33,7 @@ from __future__ import annotations
 import builtins
 import functools
 import importlib
+import sys
 from numbers import Number
 from typing import Any
 
@@ -300,10 +306,15 @@ def _integers_only(name: str, method):
 HASHED = "hash(): a set element or dict key decides by value"
 
 
+# The functions that hash the callee to look it up in thunder's lookaside tables.
+_CALLEE_LOOKUPS = (jit_ext.general_jit_lookaside.__code__, importlib.import_module("thunder.core.interpreter").default_lookaside.__code__)
+
+
 def _hash(original):
     @functools.wraps(original)
     def __hash__(self):
-        concretizations.static(self, self.value, HASHED)
+        if sys._getframe(1).f_code not in _CALLEE_LOOKUPS:
+            concretizations.static(self, self.value, HASHED)
         return original(self)
 
     return __hash__

@@ -90,7 +90,6 @@ DECIDING = {
     "squeeze": (lambda a, d: torch.squeeze(a, d), [(torch.randn(1, 3, 1), 0), (torch.randn(1, 3, 1), 2)]),
     "argmax": (lambda a, d: torch.argmax(a, d), [(A, 0), (A, 1)]),
     "sum": (lambda a, d: a.sum(d), [(A, 0), (A, 2)]),
-    "unflatten": (lambda a, n: a.unflatten(2, (n, -1)), [(A, 2), (A, 4)]),
     "negative slice end": (lambda a, i: a[:, :, :i], [(A, 2), (A, -1), (A, 3), (A, 9)]),
     "all with dim": (lambda a, d: torch.all(a > 0, d), [(A, 0), (A, 1)]),
     "div rounding": (lambda a, m: torch.div(a, 3, rounding_mode=m), [(A, "floor"), (A, "trunc"), (A, None)]),

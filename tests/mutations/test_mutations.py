@@ -313,12 +313,36 @@ class Created:
     pass
 
 
-def test_storing_an_object_created_in_the_call_raises_naming_it(enabled):
+class Slotted:
+    __slots__ = ("n",)
+
+
+def test_storing_an_object_created_in_the_call_stores_a_new_one_each_call(enabled):
     def fn(x, cfg):
         cfg.child = Created()
+        cfg.child.rows = x.shape[0]
+        cfg.child.scaled = x * 2
+        return x + 1
+
+    jf = thunder.jit(fn, cache="symbolic values")
+    cfg = types.SimpleNamespace()
+    children = []
+    for rows in (2, 3, 2):
+        x = torch.randn(rows, 3)
+        jf(x, cfg)
+        children.append(cfg.child)
+        assert type(cfg.child) is Created
+        assert cfg.child.rows == rows
+        torch.testing.assert_close(cfg.child.scaled, x * 2)
+    assert len({id(c) for c in children}) == 3
+
+
+def test_storing_an_object_that_cannot_be_rebuilt_raises_naming_it(enabled):
+    def fn(x, cfg):
+        cfg.child = Slotted()
         return x * 2
 
-    with pytest.raises(metatrace.MetatraceError, match=r"Created .*test_mutations\.py:\d+"):
+    with pytest.raises(metatrace.MetatraceError, match=r"Slotted .*test_mutations\.py:\d+"):
         thunder.jit(fn, cache="symbolic values")(torch.ones(2), types.SimpleNamespace())
 
 

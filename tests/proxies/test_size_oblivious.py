@@ -1,0 +1,123 @@
+"""Decisions that split the cache for nothing: batch 1 against batch n in clang's reshape and
+expand shortcuts, and hashes of sizes nobody hashed (calling ``t.numel()``, printing a trace)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import thunder
+
+import metatrace
+
+SYMBOLIC = "symbolic values"
+
+
+def _calls_share_one_entry(fn, calls) -> int:
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for args in calls:
+        torch.testing.assert_close(jf(*args), fn(*args))
+    return thunder.cache_misses(jf)
+
+
+def test_a_reshape_to_an_equal_shape_shares_batch_ones_entry(enabled):
+    def fn(x):
+        b, t, d = x.shape
+        return x.reshape(b, 1, t, d).sum(1) * 2
+
+    assert _calls_share_one_entry(fn, [(torch.randn(1, 1, 4),), (torch.randn(2, 3, 4),), (torch.randn(1, 5, 4),)]) == 1
+
+
+def test_a_split_and_merged_last_dim_shares_one_entry(enabled):
+    def fn(x):
+        b, t, d = x.shape
+        return x.view(b, t, 2, d // 2).reshape(b, t, d) + 1
+
+    assert _calls_share_one_entry(fn, [(torch.randn(1, 1, 8),), (torch.randn(3, 2, 8),)]) == 1
+
+
+def test_unflatten_by_a_number_argument_shares_one_entry_and_checks_divisibility(enabled):
+    def fn(a, n):
+        return a.unflatten(2, (n, -1)) * 2
+
+    a = torch.randn(2, 3, 4)
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for n in (2, 4, 1):
+        torch.testing.assert_close(jf(a, n), fn(a, n))
+    assert thunder.cache_misses(jf) == 1
+    with pytest.raises(RuntimeError):
+        fn(a, 3)
+    with pytest.raises(Exception):
+        jf(a, 3)
+
+
+def test_expanding_a_literal_one_to_the_batch_size_shares_one_entry(enabled):
+    inv = torch.randn(4)
+
+    def fn(pos):
+        return inv[None, :, None].expand(pos.shape[0], -1, 1) * pos[:, None, :1]
+
+    assert _calls_share_one_entry(fn, [(torch.randn(1, 3),), (torch.randn(2, 3),), (torch.randn(5, 3),)]) == 1
+
+
+def test_expanding_a_symbolic_size_one_is_still_checked(enabled):
+    def fn(x, n):
+        return x.expand(n, 3) * 1
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    torch.testing.assert_close(jf(torch.ones(1, 3), 4), torch.ones(4, 3))
+    with pytest.raises(RuntimeError):
+        fn(torch.ones(2, 3), 4)
+    with pytest.raises(Exception):
+        jf(torch.ones(2, 3), 4)
+
+
+def test_calling_numel_does_not_pin_the_sizes(enabled):
+    class Layer:
+        def __init__(self, n):
+            self.keys = torch.randn(1, 2, n, 8)
+
+        def seq_length(self):
+            if self.keys.numel() == 0:
+                return 0
+            return self.keys.shape[-2]
+
+    def fn(layer, x):
+        return x * layer.seq_length()
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for n in (5, 6, 9):
+        torch.testing.assert_close(jf(Layer(n), torch.ones(2)), torch.full((2,), float(n)))
+    assert thunder.cache_misses(jf) == 1
+
+
+def test_hashing_a_size_in_user_code_still_pins_it(enabled):
+    def fn(x):
+        return x * len({x.shape[0], 3})
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for n in (2, 3, 4):
+        torch.testing.assert_close(jf(torch.ones(n)), fn(torch.ones(n)))
+    assert thunder.cache_misses(jf) >= 2
+
+
+def test_two_inputs_of_one_batch_size_share_an_entry_for_batch_one(enabled):
+    def fn(x, y):
+        return (x[:, None, :] + y[:, :, None]).sum(-1)
+
+    calls = [(torch.randn(1, 4), torch.randn(1, 3)), (torch.randn(3, 4), torch.randn(3, 5))]
+    assert _calls_share_one_entry(fn, calls) == 1
+
+
+def test_a_batch_of_one_against_a_batch_of_n_still_broadcasts(enabled):
+    def fn(x, y):
+        return x * y
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for args in [(torch.randn(2, 4), torch.randn(2, 4)), (torch.randn(1, 4), torch.randn(3, 4)),
+                 (torch.randn(3, 4), torch.randn(1, 4)), (torch.randn(5, 4), torch.randn(5, 4))]:
+        torch.testing.assert_close(jf(*args), fn(*args))
+    with pytest.raises(RuntimeError):
+        fn(torch.randn(2, 4), torch.randn(3, 4))
+    with pytest.raises(Exception):
+        jf(torch.randn(2, 4), torch.randn(3, 4))
