@@ -6,6 +6,9 @@ import warnings
 
 import pytest
 
+# the sentinel's marker (metatrace_sentinel) and option; without them the plugin does nothing
+pytest_plugins = ("metatrace.pytest_plugin",)
+
 warnings.filterwarnings("ignore", message="transformer_engine module not found")
 warnings.filterwarnings("ignore", message="The 'symbolic values' cache option is highly experimental")
 
