@@ -100,6 +100,8 @@ def check_family_program(program: ff.FamilyProgram, sequence: list[ff.FamilyCall
                                        f"jitted {_short(jitted.observed_state())}")
             break
     outcome.compiles = thunder.cache_misses(jitted.fn)
+    if outcome.differences:  # the whole sequence: a later call's difference may need the earlier ones
+        outcome.differences.insert(0, f"sequence: {sequence!r}")
     return outcome
 
 
