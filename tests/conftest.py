@@ -43,7 +43,7 @@ MODULE_COSTS = {
     "test_fusion_executors.py": 130,
     "test_bounded_state.py": 85,
     "test_modules.py": 80,
-    "test_fuzz.py": 100,
+    "test_fuzz.py": 120,
     "test_fuzz_stock.py": 30,
     "test_mutations.py": 70,
     "test_c_calls.py": 40,
