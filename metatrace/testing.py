@@ -4,6 +4,10 @@
 same arguments (recording suspended) and logs whether their output metadata agree: tensor shapes
 (by value), dtypes, devices and requires_grad; number types and values; the structure of
 sequences; or that both raised the same exception type.
+
+The sentinel: ``reachable_proxies`` and ``assert_no_proxies_after`` find thunder proxies left in
+a call's objects; ``with sentinel():`` runs that check after every call of every function or
+module jitted inside it (the pytest plugin's ``--metatrace-sentinel`` and marker).
 """
 
 from __future__ import annotations
@@ -140,3 +144,44 @@ def assert_no_proxies_after(fn, args: tuple = (), kwargs: dict | None = None) ->
     leaked = reachable_proxies(state_of_call(fn, args, kwargs or {}))
     if leaked:
         raise AssertionError(f"thunder proxies left in the caller's objects after a jitted call: {', '.join(leaked)}")
+
+
+@contextlib.contextmanager
+def sentinel():
+    """While open, every ``thunder.jit`` call (made through the ``thunder`` module) returns a
+    jitted function or module that runs :func:`assert_no_proxies_after` after each of its calls:
+    a jitted function is wrapped (``functools.wraps`` keeps thunder's ``_lc_*`` attributes, so
+    ``thunder.cache_misses`` and ``thunder.last_traces`` work on the wrapper), a jitted module
+    gets a forward hook, removed when the sentinel closes. Used by the pytest plugin's
+    ``--metatrace-sentinel`` option and ``metatrace_sentinel`` marker."""
+    import functools
+
+    import thunder
+    import torch
+
+    original, hooks = thunder.jit, []
+
+    def watched(fn=None, /, *args, **kwargs):
+        jitted = original(fn, *args, **kwargs)
+        if isinstance(jitted, torch.nn.Module):
+            def after(module, call_args, call_kwargs, output):
+                assert_no_proxies_after(module, call_args, call_kwargs)
+
+            hooks.append(jitted.register_forward_hook(after, with_kwargs=True))
+            return jitted
+
+        @functools.wraps(jitted)
+        def checked(*call_args, **call_kwargs):
+            result = jitted(*call_args, **call_kwargs)
+            assert_no_proxies_after(fn, call_args, call_kwargs)
+            return result
+
+        return checked
+
+    thunder.jit = watched
+    try:
+        yield
+    finally:
+        thunder.jit = original
+        for handle in hooks:
+            handle.remove()

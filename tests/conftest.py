@@ -20,6 +20,8 @@ TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 SLOW_FOLDERS = ("models", "sweeps")
+# the sentinel's marker (metatrace_sentinel) and option; without them the plugin does nothing
+pytest_plugins = ("metatrace.pytest_plugin",)
 
 warnings.filterwarnings("ignore", message="transformer_engine module not found")
 warnings.filterwarnings("ignore", message="The 'symbolic values' cache option is highly experimental")
@@ -56,7 +58,7 @@ MODULE_COSTS = {
     "test_fusion_executors.py": 130,
     "test_bounded_state.py": 85,
     "test_modules.py": 80,
-    "test_fuzz.py": 100,
+    "test_fuzz.py": 120,
     "test_fuzz_stock.py": 30,
     "test_mutations.py": 70,
     "test_fast_paths.py": 45,

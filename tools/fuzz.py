@@ -2,7 +2,9 @@
 
     .venv/bin/python tools/fuzz.py --minutes 10
 
-Generates programs (tests/fuzz_programs.py), runs each jitted with metatrace enabled over a
+Generates programs (tests/fuzz_programs.py, and the families of tests/fuzz_families.py: argument
+kinds, text through C code, mutations of arguments and modules, value-dependent result types;
+half of the programs each), runs each jitted with metatrace enabled over a
 sequence of calls, compares everything with eager, and prints every program that differs with
 its differences, then the totals: programs, calls, compiles, programs with a difference. Exits 1
 when any program differs. ``--seed`` repeats a run.
@@ -29,8 +31,11 @@ def main() -> int:
 
     from hypothesis import HealthCheck, given, settings
     from hypothesis import seed as hypothesis_seed
+    from hypothesis import strategies as st
 
     import metatrace
+    from fuzz_families import family_calls, family_programs
+    from fuzz_family_runner import check_family_program
     from fuzz_programs import calls, check_program, programs
 
     run_seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
@@ -43,11 +48,13 @@ def main() -> int:
 
     @hypothesis_seed(run_seed)
     @settings(max_examples=10**9, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(program=programs(), sequence=calls())
-    def fuzz(program, sequence):
+    @given(case=st.one_of(st.tuples(programs(), calls()), st.tuples(family_programs(), family_calls())))
+    def fuzz(case):
         if time.monotonic() > deadline:
             raise TimeUp
-        outcome = check_program(program, sequence)
+        program, sequence = case
+        check = check_family_program if hasattr(program, "family") else check_program
+        outcome = check(program, sequence)
         totals["programs"] += 1
         totals["calls"] += outcome.calls
         totals["compiles"] += outcome.compiles

@@ -27,10 +27,11 @@ from metatrace.patching import Patch, attribute
 
 # Rows whose domain is guarded where they succeed too (``math.sqrt(n)``: ``n >= 0``, else a call
 # with a negative number reused the entry and raised from the compiled function, past the user's
-# ``except``). A divisor's ``!= 0`` is guarded by the guard algebra already (``divides``); powers
-# guard theirs where they choose the row (metatrace.proxies.powers).
+# ``except``). A divisor's ``!= 0`` too: the guard algebra adds it only where the quotient reaches
+# a guard, and ``r / r`` returned as is, then called with ``r == 0.0``, raised past the user's
+# ``except ZeroDivisionError``. Powers guard theirs where they choose the row (metatrace.proxies.powers).
 _GUARDED_WHERE_THEY_SUCCEED = frozenset(
-    row.id for row in number_ops.PRIM_OPS if row.domain is not None and not row.divides and row.meta != "pow")
+    row.id for row in number_ops.PRIM_OPS if row.domain is not None and row.meta != "pow")
 
 
 def guard_domain(symbol_id, args) -> None:

@@ -127,6 +127,12 @@ def _process(original):
             with tracectx(epilogue_trace):
                 bsym = registry._symbols["replay"].bind(plan_id, *leaves, output=None)
             epilogue_trace.bound_symbols.append(bsym)
+        # The epilogue's own proxies (thunder's AnyProxy for an output it cannot return as is)
+        # must not take a name the computation gave an input: thunder's prologue matches its
+        # checks to inputs by name, and checked a device argument against a list item (stock too)
+        from thunder.core.trace import get_tracectx
+
+        epilogue_trace.names.update(get_tracectx().names)
         return original(ctx, epilogue_trace)
 
     return process_recorded_modifications

@@ -211,10 +211,12 @@ class Templates:
             for k, v in value.items():
                 kw = keys.get(k, k) if isinstance(keys, dict) else k
                 vw = wrappers.get(k, v) if isinstance(wrappers, dict) else v
-                made.items.append((self.of(kw, where), self.of(vw, where)))
+                made.items.append((self.of(k if kw is None else kw, where), self.of(v if vw is None else vw, where)))
         elif isinstance(value, (list, tuple)):
+            # thunder leaves None for the items it has not wrapped (``list + list`` without
+            # provenance tracking): the item itself then
             usable = isinstance(wrappers, list) and len(wrappers) == len(value)
-            made.items.extend(self.of(w if usable else v, where) for w, v in zip(wrappers if usable else value, value))
+            made.items.extend(self.of(v if w is None else w, where) for w, v in zip(wrappers if usable else value, value))
         else:
             made.items.extend(self.of(v, where) for v in value)
         return made

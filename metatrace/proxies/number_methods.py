@@ -330,6 +330,11 @@ def _bool_lookaside(original):
             concretizations.relation("ne", x, 0, None if x.value is None else bool(x.value))
             lookaside = default_lookaside(bool) or bool
             return lookaside(wrapped_x)
+        if not any("__bool__" in vars(k) or "__len__" in vars(k) for k in type(x).__mro__):
+            # true, as Python decides from the type's own methods. thunder's getattr also finds
+            # the metaclass's (an Enum member got EnumType.__bool__) and asks the object for
+            # ``__len__`` (a class such as ``str`` has an unbound one): both raised, stock too
+            return wrap_const(True)
         return original(wrapped_x)
 
     return bool_lookaside

@@ -304,6 +304,27 @@ def test_a_size_division_by_zero_in_a_try_takes_eagers_branch(enabled, order):
     assert _same_all(eager, got)
 
 
+def _returns_a_ratio(x, r):
+    try:
+        return x * 1, r / r  # the quotient reaches no guard: only the divisor's domain decides
+    except ZeroDivisionError:
+        return x, None
+
+
+def _returns_a_quotient(x, n):
+    try:
+        return x * 1, 10 // n
+    except ZeroDivisionError:
+        return x, None
+
+
+@pytest.mark.parametrize("fn, order", [(_returns_a_ratio, (1.0, 0.0, 2.5)), (_returns_a_ratio, (0.0, 1.0, 0.0)),
+                                       (_returns_a_quotient, (2, 0, 3))])
+def test_a_returned_quotient_then_a_zero_divisor_takes_eagers_branch(enabled, fn, order):
+    eager, got, _ = _eager_and_jitted(fn, [(torch.ones(2), v) for v in order])
+    assert _same_all(eager, got)
+
+
 def test_map_with_a_lambda_over_a_shape_stays_symbolic(enabled):
     calls = [(torch.ones(n, 3),) for n in (2, 3, 4)]
     _, _, jitted = _eager_and_jitted(lambda x: x.reshape(-1)[: sum(map(lambda s: s * 2, x.shape))], calls)

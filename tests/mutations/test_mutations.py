@@ -21,6 +21,9 @@ import thunder
 import metatrace
 from metatrace.testing import assert_no_proxies_after
 
+# besides the explicit checks below: the plugin's sentinel after every jitted call (tests/conftest.py loads it)
+pytestmark = pytest.mark.metatrace_sentinel
+
 X_SHAPES = ((2, 3), (2, 3), (4, 3))  # compile, hit, new shape
 
 
@@ -79,6 +82,8 @@ ATTRIBUTE_OPS = {
     "delete": lambda o, n, t: delattr(o, "count"),
     "object.__setattr__": lambda o, n, t: object.__setattr__(o, "last", n),
     "append to an attribute": lambda o, n, t: o.items.append(n),
+    # a list made by ``list + list``: thunder leaves its items unwrapped (a replayed None before)
+    "store a concatenated list": lambda o, n, t: setattr(o, "items", o.items[-2:] + [n, n + 1]),
 }
 
 

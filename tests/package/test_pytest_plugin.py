@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+import metatrace
 
 INNER_TEST = textwrap.dedent(
     '''
@@ -38,3 +42,47 @@ def test_plugin_forces_symbolic_values_and_enables_metatrace(tmp_path):
 def test_plugin_without_the_option_changes_nothing(tmp_path):
     result = _run(tmp_path)
     assert "1 failed" in result.stdout  # constant values: two compiles, metatrace off
+
+
+LEAKING_TEST = textwrap.dedent(
+    '''
+    import pytest
+    import torch
+    import thunder
+
+
+    def _append(x, n, acc):
+        acc.append(n * 2)  # stock thunder leaves its IntegerProxy in acc (metatrace is off)
+        return x * 2
+
+
+    {marker}
+    def test_leaks():
+        jf = thunder.jit(_append, cache="symbolic values")
+        jf(torch.ones(3), 3, [])
+    '''
+)
+
+
+def _run_leaking(tmp_path, marker: str, *options) -> subprocess.CompletedProcess:
+    path = tmp_path / "test_leaking.py"
+    path.write_text(LEAKING_TEST.format(marker=marker))
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "metatrace.pytest_plugin",
+               *options, str(path)]
+    env = {**os.environ, "PYTHONPATH": str(Path(metatrace.__file__).resolve().parents[1])}  # this checkout's plugin
+    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
+
+
+def test_the_sentinel_marker_fails_a_test_that_leaves_a_proxy(tmp_path):
+    result = _run_leaking(tmp_path, "@pytest.mark.metatrace_sentinel")
+    assert "thunder proxies left in the caller's objects after a jitted call: args[2][0]" in result.stdout
+
+
+def test_the_sentinel_option_fails_a_test_that_leaves_a_proxy(tmp_path):
+    result = _run_leaking(tmp_path, "", "--metatrace-sentinel")
+    assert "1 failed" in result.stdout
+
+
+def test_without_the_sentinel_the_leak_passes_unseen(tmp_path):
+    result = _run_leaking(tmp_path, "")
+    assert "1 passed" in result.stdout
