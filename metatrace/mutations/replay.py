@@ -27,8 +27,8 @@ from thunder.core.trace import tracectx
 
 from metatrace.guards import provenance, registry
 from metatrace.guards.compile_session import session
-from metatrace.mutations.templates import Templates
-from metatrace.patching import Patch, attribute, item
+from metatrace.mutations.templates import Templates, epilogue_operator_rows
+from metatrace.patching import Patch, attribute
 
 NAME = "metatrace_replay"
 
@@ -152,21 +152,10 @@ def _jit_ctx(original):
     return jit_ctx
 
 
-def _operator(previous):
-    from thunder.executors.pythonex import ex
-
-    assert previous is None, f"{NAME} is already registered on the python executor"
-    return ex.register_operator(NAME, meta=_meta, fn=_replay, tags=[OpTags.DONT_DCE])
-
-
 def patches() -> list[Patch]:
-    from thunder.executors.pythonex import ex
-
     why = "the epilogue replays stores into objects that existed before the call"
     return [
-        item(ex.opmap, NAME, _operator, why, wrap=True, label="executor python.opmap"),
-        item(registry._symbols, "replay", lambda _: ex.opmap[NAME], why, wrap=True,
-             label="metatrace.guards.registry"),
+        *epilogue_operator_rows(NAME, "replay", _meta, _replay, why, tags=[OpTags.DONT_DCE]),
         attribute(jit_ext, "process_recorded_modifications", _process, why, wrap=True),
         attribute(jit_ext, "jit_ctx", _jit_ctx, "objects the trace mutated are restored when tracing ends", wrap=True),
     ]

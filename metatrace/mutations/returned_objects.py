@@ -28,8 +28,8 @@ from metatrace.errors import MetatraceError
 from metatrace.guards import registry
 from metatrace.guards.compile_session import session
 from metatrace.mutations.log import MutationLog
-from metatrace.mutations.templates import Templates, rebuildable
-from metatrace.patching import Patch, attribute, item
+from metatrace.mutations.templates import Templates, epilogue_operator_rows, rebuildable
+from metatrace.patching import Patch, attribute
 
 NAME = "metatrace_new_object"
 WHERE = "the function's return value"
@@ -110,20 +110,9 @@ def _check_untracked_items(wrapped_v) -> None:
             )
 
 
-def _operator(previous):
-    from thunder.executors.pythonex import ex
-
-    assert previous is None, f"{NAME} is already registered on the python executor"
-    return ex.register_operator(NAME, meta=_meta, fn=_new_object)
-
-
 def patches() -> list[Patch]:
-    from thunder.executors.pythonex import ex
-
     why = "the epilogue rebuilds objects the function created and returns (a DynamicCache)"
     return [
-        item(ex.opmap, NAME, _operator, why, wrap=True, label="executor python.opmap"),
-        item(registry._symbols, "new_object", lambda _: ex.opmap[NAME], why, wrap=True,
-             label="metatrace.guards.registry"),
+        *epilogue_operator_rows(NAME, "new_object", _meta, _new_object, why),
         attribute(jit_ext, "build_value_from_wrapped", _build_value, why, wrap=True),
     ]

@@ -224,3 +224,21 @@ class Templates:
 
 def _holds_proxy(value: Any) -> bool:
     return isinstance(value, frozenset) and any(isinstance(v, Proxy) for v in value)
+
+
+def epilogue_operator_rows(name: str, symbol_key: str, meta, fn, why: str, tags=()) -> list:
+    """The two rows of an epilogue operator: registered on thunder's python executor as ``name``
+    (``meta``, ``fn``, ``tags``), and named in ``guards.registry._symbols[symbol_key]``."""
+    from thunder.executors.pythonex import ex
+
+    from metatrace.guards import registry
+    from metatrace.patching import item
+
+    def operator(previous):
+        assert previous is None, f"{name} is already registered on the python executor"
+        return ex.register_operator(name, meta=meta, fn=fn, tags=list(tags))
+
+    return [
+        item(ex.opmap, name, operator, why, wrap=True, label="executor python.opmap"),
+        item(registry._symbols, symbol_key, lambda _: ex.opmap[name], why, wrap=True, label="metatrace.guards.registry"),
+    ]
