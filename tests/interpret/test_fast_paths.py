@@ -153,3 +153,24 @@ def test_models_record_the_same(workload):
     model, step = workload()
     fast, slow = _same_records(model, step)
     assert fast == slow
+
+
+def test_the_comparison_sees_a_fast_path_that_loses_provenance(monkeypatch):
+    """The records above can differ: a direct subscript that hands back a number item as a constant
+    (losing its ``BINARY_SUBSCR`` provenance from the argument: ``batch["n"]`` baked in, unchecked,
+    a silently wrong entry) changes what the compile records."""
+    import metatrace.interpret.fast_paths as fast_paths
+    from thunder.core.interpreter import wrap_const
+
+    subscript = fast_paths._subscript
+
+    def losing_number_provenance(lookaside, container, key):
+        item = container.value[key.value]
+        return wrap_const(item) if type(item) is int else subscript(lookaside, container, key)
+
+    monkeypatch.setattr(fast_paths, "_subscript", losing_number_provenance)
+    batch = {"x": torch.randn(2, 6), "n": 3}
+    fast = _compiled(argument_containers, lambda jf: jf(batch, [3, 4], (1, 2)), True)
+    monkeypatch.undo()
+    slow = _compiled(argument_containers, lambda jf: jf(batch, [3, 4], (1, 2)), False)
+    assert fast != slow
