@@ -113,3 +113,42 @@ def test_generate_on_a_jitted_module_runs_the_compiled_forward(enabled):
     assert thunder.cache_misses(jm) == 2
     assert thunder.cache_hits(jm) == 2 * NEW_TOKENS - 2  # every forward of generate went through jm
     assert "forward" not in vars(model)  # the redirection is lifted after the call
+
+
+# Every other decoder family of the lock's transformers that tests/models/test_hf_models.py runs,
+# tiny (1 layer, hidden 32, vocab 128): their attention, rotary and cache code differ from Llama's.
+FAMILY_CONFIGS = {
+    "gpt2": lambda: transformers.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=4, n_positions=64),
+    "mistral": lambda: transformers.MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                                  num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                                                  max_position_embeddings=64),
+    "qwen2": lambda: transformers.Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64),
+    "phi3": lambda: transformers.Phi3Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                            pad_token_id=0),
+    "gemma": lambda: transformers.GemmaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                              num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                              max_position_embeddings=64),
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_CONFIGS))
+def test_generate_of_each_family_equals_eager_in_two_compiles(enabled, family):
+    """Greedy and sampled decoding (the same seed for both sides) over prompt lengths 5, 9, 4 in
+    batches of 1, 3 and 2: eager's tokens, one prefill and one decode entry."""
+    config = FAMILY_CONFIGS[family]()
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    eager = transformers.AutoModelForCausalLM.from_config(config).eval()
+    eager.load_state_dict(model.state_dict())
+    model.forward = thunder.jit(model.forward, cache=SYMBOLIC)
+    for seed, (length, batch, sample) in enumerate(((5, 1, False), (9, 3, False), (4, 2, True))):
+        ids = prompt(length, batch, seed)
+        outputs = []
+        for m in (model, eager):
+            torch.manual_seed(seed)
+            outputs.append(m.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=sample, pad_token_id=0,
+                                      attention_mask=torch.ones_like(ids)))
+        torch.testing.assert_close(outputs[0], outputs[1])
+    assert thunder.cache_misses(model.forward) == 2
