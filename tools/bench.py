@@ -62,9 +62,13 @@ values with metatrace disabled, alternated ``--litgpt-repeats`` times, medians a
     hidden 32, vocab 128, ``use_cache=False``) forward under ``torch.no_grad()`` at T=16 (also
     ``torch.compile(backend="aot_eager")``'s first call), its training step
     (``logits.sum().backward()``), and litgpt's ``--litgpt-config`` training step at T=32.
+15. hf-generate (issue 37): Hugging Face ``generate`` (greedy, 16 new tokens, the default
+    DynamicCache) of a tiny Llama (2 layers) over 4 prompts (lengths 5-12, batches 1 and 2) with
+    ``model.forward`` jitted: metatrace's total time, compiles and tokens against eager's, a later
+    call's tokens per second against eager's, and what stock thunder (constant values) does.
 
 Sections: codegen, tracing, prologue, nanogpt, litgpt-compile, litgpt-train, litgpt-decode,
-litgpt-hit, lora-train, ddp-train, gpt2-train, torch-compile, moe-train, compile. ``--only litgpt`` runs the litgpt ones (a name or
+litgpt-hit, lora-train, ddp-train, gpt2-train, torch-compile, moe-train, compile, hf-generate. ``--only litgpt`` runs the litgpt ones (a name or
 a prefix, comma-separated), ``--skip tracing,nanogpt`` leaves some out.
 """
 
@@ -493,6 +497,52 @@ def bench_torch_compile(config: str, repeats: int) -> None:
           f"stock {s['regions']}, metatrace {o['regions']} (target: stock's)")
 
 
+GENERATE_PROMPTS = ((5, 1), (9, 1), (7, 2), (12, 2))  # (prompt length, batch)
+
+
+def _generate_run(mode: str) -> dict:
+    """Greedy ``generate`` of 16 new tokens over GENERATE_PROMPTS with a tiny Llama (2 layers),
+    the forward run by ``mode``: "eager", "stock" (thunder.jit, constant values) or "metatrace"
+    (symbolic values): total seconds, compiles, a later call's tokens per second, tokens."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    config = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    context, cache = _modes(mode == "metatrace")
+    with context:
+        if mode != "eager":
+            model.forward = thunder.jit(model.forward, cache=cache)
+        gen = lambda ids: model.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0,  # noqa: E731
+                                         attention_mask=torch.ones_like(ids))
+        prompts = [torch.randint(1, 128, (b, t), generator=torch.Generator().manual_seed(i))
+                   for i, (t, b) in enumerate(GENERATE_PROMPTS)]
+        start = time.perf_counter()
+        try:
+            tokens = [gen(ids) for ids in prompts]
+        except Exception as e:  # stock thunder's write-back of the cache's attributes
+            return {"error": f"{type(e).__name__}: {str(e)[:90]}"}
+        total = time.perf_counter() - start
+        start = time.perf_counter()
+        gen(prompts[-1])
+        rate = 16 * prompts[-1].shape[0] / (time.perf_counter() - start)
+        compiles = thunder.cache_misses(model.forward) if mode != "eager" else 0
+    return {"seconds": total, "compiles": compiles, "tokens/s": rate, "tokens": tokens}
+
+
+def bench_hf_generate() -> None:
+    runs = {mode: _generate_run(mode) for mode in ("eager", "stock", "metatrace")}
+    ours, eager = runs["metatrace"], runs["eager"]
+    same = all(a.equal(b) for a, b in zip(ours["tokens"], eager["tokens"])) if "tokens" in ours else False
+    print(f"HF Llama generate (16 new tokens, prompts {GENERATE_PROMPTS}): metatrace {ours.get('seconds', 0):.1f} s, "
+          f"{ours.get('compiles')} compiles, tokens {'equal to' if same else 'DIFFERENT from'} eager's; "
+          f"a later call {ours.get('tokens/s', 0):.0f} tokens/s against eager's {eager['tokens/s']:.0f}; stock thunder: "
+          + (runs["stock"]["error"] if "error" in runs["stock"] else
+             f"{runs['stock']['seconds']:.1f} s, {runs['stock']['compiles']} compiles"))
+
+
 def _hf_llama_workload(training: bool, T: int = 16):
     """(model, step) of issue 38's tiny Hugging Face Llama: ``step(fn)`` runs the forward (under
     ``torch.no_grad()``) or the training step on ``fn``, the model or a compiled version of it."""
@@ -574,7 +624,7 @@ def bench_compile(config: str, repeats: int) -> None:
 
 
 SECTIONS = ("codegen", "tracing", "prologue", "nanogpt", "litgpt-compile", "litgpt-train", "litgpt-decode", "litgpt-hit",
-            "lora-train", "ddp-train", "gpt2-train", "torch-compile", "moe-train", "compile")
+            "lora-train", "ddp-train", "gpt2-train", "torch-compile", "moe-train", "compile", "hf-generate")
 
 
 def _selected(only: str | None, skip: str | None) -> list[str]:
@@ -655,6 +705,8 @@ def main() -> None:
         bench_moe_training(repeats)
     if "compile" in sections:
         bench_compile(config, args.compile_repeats)
+    if "hf-generate" in sections:
+        bench_hf_generate()
 
 
 if __name__ == "__main__":
