@@ -5,7 +5,9 @@ Tests live in a folder per package they test (``metas/``, ``guards/``, ``interpr
 distributed, fusion executors) and ``sweeps/`` (opinfo sweeps, the differential and the fuzz) are
 marked ``slow`` here, so ``pytest -m "not slow"`` is the developer's loop. The shared harnesses
 (``workloads.py``, ``fuzz_programs.py``, ...) stay in this folder, which is put on ``sys.path``
-for every test module and for the tools that import them.
+for every test module and for the tools that import them; so no folder here may take the name of
+an importable package (``rewrites`` is ``tests/rewriting``: a folder without ``__init__`` on
+``sys.path`` would shadow it as a namespace package).
 """
 
 from __future__ import annotations

@@ -262,7 +262,7 @@ def truth(x) -> bool:
     if type(x) is bool:
         return x
     if isinstance(x, SymBool):
-        if x.value is not None and (answer := settled_checks.settled(x.op, x.lhs, x.rhs, sys._getframe(1))) is not None:
+        if x.value is not None and (answer := settled_checks.settled(x.op, x.lhs, x.rhs, depth=1)) is not None:
             return answer
         concretizations.relation(x.op, x.lhs, x.rhs, x.value)
         if x.value is None:  # (the guard collector raised DataDependentError if one listens)

@@ -16,7 +16,7 @@ guard decides as usual): listed one by one, since each needs its own reading of 
 
 from __future__ import annotations
 
-from types import FrameType
+import sys
 
 from thunder.core.proxies import NumberProxy
 
@@ -42,11 +42,14 @@ def _broadcast_to_the_size(local: dict, size) -> bool | None:
 _SITES = {"broadcast_in_dim_meta": _broadcast_to_the_size}
 
 
-def settled(op: str, lhs, rhs, frame: FrameType) -> bool | None:
+def settled(op: str, lhs, rhs, depth: int = 1) -> bool | None:
     """The answer, given without a guard, to ``lhs <op> rhs`` (made in the rewritten meta running
-    in ``frame``) where it is the first operand of a check whose outcome it cannot change; else None."""
+    ``depth`` frames above the caller) where it is the first operand of a check whose outcome it
+    cannot change; else None. The caller's frame is read only for ``n == 1`` (every decision of
+    every meta passes here)."""
     if op != "eq" or type(rhs) is not int or rhs != 1 or not isinstance(lhs, NumberProxy):
         return None
+    frame = sys._getframe(depth + 1)
     site = _SITES.get(frame.f_code.co_name)
     if site is None or not frame.f_code.co_filename.endswith("/metas.py"):
         return None

@@ -31,6 +31,16 @@ A registered function eager PyTorch accepts more of than thunder's definition:
   ``torch.tensor([])`` and concatenates the first keys to it along ``dim=-2``, in every decoder's
   forward with the default ``use_cache=True``.
 
+- ``torch.clamp`` (``clamp_``, ``clip``: thunder's one definition) with one number bound that is
+  NaN: eager keeps the tensor (``x.clamp(min=nan)`` is ``x``; its one-bound kernel compares
+  ``x < min``), thunder's ``where(a > min, a, min)`` gave NaN everywhere, and under grad mode
+  (where thunder traces its definition instead of calling torch) a jitted ``x.clamp_(min=max(r,
+  0.5))`` returned NaN for ``r = nan`` (stock thunder too). One number bound on a floating tensor
+  is ``where(a >= min, a, where(a < min, min, a))`` (``<=``, ``>`` for max), the same values for
+  every other bound and no decision on a symbolic bound, the gradient eager's (it flows where
+  ``a >= min`` only: the inner ``a`` is detached); two bounds, or tensor bounds, keep thunder's (eager
+  propagates a NaN bound there).
+
 - ``F.embedding(idx, w, padding_idx=p)`` with ``p < 0`` is ``p + w.shape[0]``, as eager
   normalizes it: thunder passed ``-1`` on, its "no padding index" sentinel, and the weight's
   gradient at row ``-1`` was not zeroed (stock thunder too).
@@ -49,7 +59,7 @@ import torch
 from thunder.core.proxies import TensorProxy
 
 from metatrace.metas import torch_lookasides
-from metatrace.patching import Patch
+from metatrace.patching import SYMBOL_METAS, Patch, attribute
 
 
 def _addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
@@ -165,6 +175,20 @@ _new_full = _new_filled("new_full", None)
 _new_empty = _new_filled("new_empty", _EMPTY)
 
 
+def _clamp_meta(original):
+    def clamp(a, /, min=None, max=None):
+        bound = max if min is None else min
+        if (min is None) == (max is None) or not isinstance(a, TensorProxy) or not dtypes.is_float_dtype(a.dtype) \
+                or isinstance(bound, TensorProxy):
+            return original(a, min, max)
+        within, beyond = (ltorch.ge(a, bound), ltorch.lt(a, bound)) if max is None else \
+            (ltorch.le(a, bound), ltorch.gt(a, bound))
+        # eager's gradient flows where ``a`` is within the bound only (none for a NaN bound or a)
+        return ltorch.where(within, a, ltorch.where(beyond, bound, ltorch.detach(a)))
+
+    return clamp
+
+
 def patches() -> list[Patch]:
     why = "auto-registered torch functions traced as thunder ops (symbolic sizes, grad by their rules)"
     table = (
@@ -177,4 +201,6 @@ def patches() -> list[Patch]:
         (None, torch.Tensor.new_full, "new_full", _new_full),
         (None, torch.Tensor.new_empty, "new_empty", _new_empty),
     )
-    return torch_lookasides.rows(table, why)
+    return [*torch_lookasides.rows(table, why),
+            attribute(ltorch.clamp, "meta", _clamp_meta(ltorch.clamp.meta),
+                      "clamp with one NaN number bound keeps the tensor, as eager", label=SYMBOL_METAS)]

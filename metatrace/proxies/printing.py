@@ -28,8 +28,6 @@ def _repr(self) -> str:
     return f"{self.name}={self.value!r}"
 
 
-
-
 def _is_printable_literal(x, /) -> bool:
     """``x in _printable_literals`` without hashing ``x`` (the literals are singletons)."""
     return any(x is literal for literal in baseutils._printable_literals)

@@ -471,3 +471,15 @@ def test_compile_context_is_declared_in_one_module():
         if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "ContextVar"
     )
     assert found == []
+
+
+def test_no_test_folder_shadows_an_importable_package():
+    """tests/ is on ``sys.path`` (conftest, tools/fuzz.py): a folder there without ``__init__``
+    named like a package (``rewrites``) would be imported as an empty namespace package instead."""
+    import importlib.util
+
+    tests = Path(__file__).resolve().parents[1]
+    shadowing = sorted(p.name for p in tests.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))
+                       and (spec := importlib.util.find_spec(p.name)) is not None
+                       and spec.origin is not None)
+    assert shadowing == []
