@@ -36,6 +36,8 @@ class CompileSession:
     called_modules: Any = None
     # the stores into objects that existed before the call (metatrace.mutations.log.MutationLog)
     mutations: Any = None
+    # which containers the trace read, and the contents checks to relax (metatrace.guards.content_reads)
+    content_reads: Any = None
 
 
 _SESSIONS = WeakTable(CompileSession)  # JitCtx -> CompileSession

@@ -43,6 +43,9 @@ class FunctionRecord:
     ids: list[str] = field(default_factory=list)  # made while compiling for it: its entries in the tables above
     pending_grad: Any = None  # the guard program reserved for its grad transform (guards.grad_program)
     rejections: tuple[int, dict[str, str]] = (-1, {})  # (call count, {check id: why it failed}) (guards.explain)
+    # numbers read from the jitted module's state, by provenance key: the value its first compile
+    # saw, or CHANGED once a later compile saw another (interpret.module_state: symbolic from then on)
+    state_numbers: dict = field(default_factory=dict)
 
 
 _RECORDS = WeakTable(FunctionRecord)  # CompileStats -> FunctionRecord

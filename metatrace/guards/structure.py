@@ -24,7 +24,7 @@ from typing import Any
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import Proxy
 
-from metatrace.guards import classify, provenance
+from metatrace.guards import classify, content_reads, provenance
 from metatrace.guards.classify import ExpectedArgument, Kind
 from metatrace.guards.collect import GuardFailure
 from metatrace.guards.explain import record_rejection
@@ -194,8 +194,12 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
             continue
         if kind in _MUTABLE:
             first_seen[id(value)] = proxy
-        matcher = classify.expect(value)
-        EXPECTED[structure_id] = ExpectedArgument(matcher, classify.text(where, matcher))
+        reads = session(ctx).content_reads
+        if type(value) in content_reads.WRITABLE and reads is not None and not reads.was_read(value):
+            EXPECTED[structure_id] = content_reads.only_its_type(value, where)  # (the trace only writes to it)
+        else:
+            matcher = classify.expect(value)
+            EXPECTED[structure_id] = ExpectedArgument(matcher, classify.text(where, matcher))
         ctx.add_constraint((StructureConstraint(structure_id), proxy))
         texts.append(EXPECTED[structure_id].text)
     if len(kwargs) > 1:

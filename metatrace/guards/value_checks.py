@@ -29,7 +29,7 @@ import torch
 from thunder.core.interpreter import ProvenanceRecord
 from thunder.core.proxies import Proxy
 
-from metatrace.guards import classify, provenance
+from metatrace.guards import classify, content_reads, provenance
 from metatrace.guards.classify import ExpectedArgument, Identity
 from metatrace.guards.compile_session import session
 from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
@@ -142,6 +142,8 @@ def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source:
         EXPECTED[value_id] = ExpectedValue(value, f"{source} == {_short_repr(value)} ({why})")
     else:
         EXPECTED[value_id] = ExpectedArgument(matcher, f"{classify.text(source, matcher)} ({why})")
+    if type(value) in content_reads.WRITABLE and session(ctx).content_reads is not None:
+        session(ctx).content_reads.watch(value_id, value, source)  # by type if the trace only writes it
     from thunder.core.trace import tracectx
 
     with tracectx(ctx.computation_trace):

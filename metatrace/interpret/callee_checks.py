@@ -225,23 +225,16 @@ def check_environment_read(environ) -> None:
     add_value_check(ctx, attribute_record(pr, "_data"), environ.value._data, "the environment the trace reads")
 
 
-def _dispatching(original):
-    @functools.wraps(original)
-    def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
-        if type(fn) is WrappedValue and compile_context.collector() is not None:
-            check_call_target(fn)
-            if isinstance(fn.value, torch.nn.Module):
-                check_module_call(fn)
-            if fn.value is _ENVIRON_GETITEM and args:
-                check_environment_read(args[0])
-        return original(compilectx, runtimectx, fn, *args, **kwargs)
-
-    return _call_dispatch
+def before_call(fn, args: tuple) -> None:
+    """Checks of a call the interpreter dispatches while metatrace collects guards."""
+    if type(fn) is WrappedValue:
+        check_call_target(fn)
+        if isinstance(fn.value, torch.nn.Module):
+            check_module_call(fn)
+        if fn.value is _ENVIRON_GETITEM and args:
+            check_environment_read(args[0])
 
 
 def patches() -> list[Patch]:
-    return [attribute(interpreter, "_call_dispatch", _dispatching,
-                      "a function the trace calls, read from the user's globals, closures, modules, classes or "
-                      "objects, is checked by identity, code and defaults", wrap=True),
-            attribute(interpreter, "_object_getattribute_lookaside", _getting_attributes,
+    return [attribute(interpreter, "_object_getattribute_lookaside", _getting_attributes,
                       "a property of the user's class that the trace reads is checked on the class", wrap=True)]

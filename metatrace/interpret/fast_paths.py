@@ -47,6 +47,7 @@ from thunder.core.interpreter import (
 )
 
 from metatrace.patching import Patch, attribute, item
+from metatrace.state import compile_context
 
 _GETITEM = {dict: dict.__getitem__, list: list.__getitem__, tuple: tuple.__getitem__}
 _DICT_KEYS = (str, int)
@@ -95,7 +96,17 @@ def _direct_lookaside(container: WrappedValue, key: WrappedValue):
     if not compilectx._with_provenance_tracking:
         return None
     lookaside = compilectx.lookaside(fn, container, key)
-    return lookaside if callable(lookaside) else None
+    if not callable(lookaside):
+        return None
+    _note_read(ucontainer)
+    return lookaside
+
+
+def _note_read(container) -> None:
+    """A direct path skips the dispatch that notes which containers the trace read."""
+    reads = compile_context.CONTENT_READS.get()
+    if reads is not None:
+        reads.observe(container)
 
 
 def _on_frame(frame: InterpreterFrame, lookaside, *args):
@@ -132,6 +143,7 @@ def _direct_len(original):
             compilectx = get_interpretercompilectx()
             lookaside = compilectx.lookaside(fn, obj) if compilectx._with_provenance_tracking else None
             if callable(lookaside):
+                _note_read(obj.value)
                 return _on_frame(_LEN_IMPL_FRAME, lookaside, obj)
         return original(obj)
 
@@ -200,6 +212,7 @@ def _direct_contains(original):
                 lookaside = (compilectx.lookaside(dict.__contains__, container, key)
                              if compilectx._with_provenance_tracking else None)
                 if callable(lookaside):
+                    _note_read(container.value)
                     stack.pop_wrapped()
                     stack.pop_wrapped()
                     result = _on_frame(_CONTAINS_IMPL_FRAME, lookaside, container, key)

@@ -23,6 +23,7 @@ from metatrace.state.compile_context import compile_step
 from metatrace.guards.explain import log_miss
 from metatrace.guards.grad_program import reserve_grad_program
 from metatrace.guards.collect import GuardCollector
+from metatrace.guards.content_reads import ContentReads
 from metatrace.guards.program import add_prologue_constraints
 from metatrace.guards.structure import add_number_type_constraint, add_structure_constraints
 from metatrace.patching import Patch, attribute
@@ -45,7 +46,11 @@ def _interpret(original):
             except LookupError:
                 pass
             try:
-                return jfn(*call_args, **call_kwargs)
+                result = jfn(*call_args, **call_kwargs)
+                reads = compile_context.CONTENT_READS.get()
+                if reads is not None:
+                    reads.observe_reachable(result)  # (thunder builds the outputs from their contents)
+                return result
             finally:
                 remembering._last_interpreter_log = getattr(jfn, "_last_interpreter_log", None)
 
@@ -67,7 +72,8 @@ def _jit_ctx(original):
         if collector is None:
             log_miss()  # a new trace under an existing function: say why its entries were rejected
             collector = compile_session.guards = GuardCollector()
-        with compile_step(collector), original(ctx):
+        reads = compile_session.content_reads = ContentReads()
+        with compile_step(collector), compile_context.CONTENT_READS.set_to(reads), original(ctx):
             yield
 
     return jit_ctx
@@ -95,6 +101,8 @@ def check_defaults(ctx, fn) -> None:
 def _propagate_constraints(original):
     def propagate_constraints(ctx, inputs, intermediates, computation_trace):
         original(ctx, inputs, intermediates, computation_trace)
+        if session(ctx).content_reads is not None:
+            session(ctx).content_reads.settle()  # (tracing is over: which containers it read is known)
         call = session(ctx).call
         numbers = add_structure_constraints(ctx, computation_trace, *call, inputs)[1] if call is not None else []
         collector = session(ctx).guards

@@ -12,6 +12,11 @@ Numbers read from the module's attributes (``config.n_head``, ``dropout.p``, ``t
 made static the same way thunder's constant-values cache does it (``CONSTRAINT.STATIC``: the
 prologue checks the value), as PyTorch's dynamo specializes on module attributes: they are
 configuration, not inputs, and as symbols they only hide constants from metas and executors.
+Until one changes: state the module keeps in ``forward`` (``self.steps += 1``, ``self.count +=
+x.shape[0]``, an annealed ``self.temperature``) differs on every call, and a static value would
+compile every call anew. So, as dynamo's automatic dynamic shapes do, a later compile of the same
+jitted function that reads another value from the same place keeps that number symbolic from
+then on (:func:`_static_until_changed`, remembered in the function's record).
 
 Every value goes through ``metatrace.interpret.value_proxies.proxify_static`` first: strings (arguments and module
 attributes alike) stay static, slices get symbolic numbers.
@@ -27,7 +32,8 @@ import thunder.core.proxies as proxies
 import torch
 from thunder.core.proxies import CONSTRAINT, NumberProxy
 
-from metatrace.guards import provenance
+from metatrace.guards import provenance, registry
+from metatrace.guards.explain import recompile_logger
 from metatrace.patching import Patch, attribute
 from metatrace.interpret import value_proxies
 
@@ -72,7 +78,8 @@ def _proxify(original):
                         part.constraint = CONSTRAINT.STATIC  # a module's slice is configuration too
             return p
         p = original(self, value)
-        if isinstance(p, NumberProxy) and proxies.using_symbolic_values() and provenance.read_from_jitted_module(value.provenance):
+        if (isinstance(p, NumberProxy) and proxies.using_symbolic_values()
+                and provenance.read_from_jitted_module(value.provenance) and _static_until_changed(value)):
             # (checked by thunder when the computation takes it as an input, by metatrace.guards.program
             # when a decision or a baked value depends on it)
             p.constraint = CONSTRAINT.STATIC
@@ -80,6 +87,29 @@ def _proxify(original):
         return p
 
     return proxify
+
+
+CHANGED = object()
+
+
+def _static_until_changed(value) -> bool:
+    """Whether the module number ``value`` stays static: no earlier compile of this jitted
+    function read another value from the same place."""
+    record = registry.function_record()
+    if record is None:
+        return True
+    key = provenance.key(value.provenance)
+    seen = record.state_numbers.get(key)
+    u = value.value.value if isinstance(value.value, NumberProxy) else value.value  # (read again: proxied)
+    now = (type(u), repr(u))  # (NaN is NaN, -0.0 is not 0.0)
+    if seen is None:
+        record.state_numbers[key] = now
+    elif seen is not CHANGED and seen != now:
+        record.state_numbers[key] = CHANGED
+        recompile_logger.info("[metatrace] %s changed from %s to %s since an earlier compile: symbolic from now on",
+                              provenance.text(value.provenance), seen[1], now[1])
+        return False
+    return seen is not CHANGED
 
 
 def patches() -> list[Patch]:

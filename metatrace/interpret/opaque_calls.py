@@ -30,7 +30,6 @@ except the few whose result is the proxy itself or a constant (:data:`_SYMBOLIC_
 
 from __future__ import annotations
 
-import builtins
 import collections
 import functools
 import inspect
@@ -259,25 +258,31 @@ def _converting(fn, args):
     return wrap(result, provenance=provenance.opaque_record([wrap_const(fn).provenance, *(a.provenance for a in args)]))
 
 
-def _dispatching(original):
-    @functools.wraps(original)
-    def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
-        if compile_context.collector() is not None:
-            ufn = unwrap(fn)
-            if not kwargs and _conversion(ufn, args) is not None:
-                return _converting(ufn, args)
-            if (callable(ufn) and _would_call_opaque_cheap(ufn, args, kwargs) and not _from_thunder()
-                    and _would_call_opaque(compilectx, ufn, args, kwargs)):
-                try:
-                    call = concretized_call(ufn, args, kwargs)
-                except MetatraceError as e:  # (a value read from tensor data: raised as the C code's __int__ would)
-                    return do_raise(e)
-                if call is not None:
-                    new_fn, args, kwargs = call
-                    fn = fn if new_fn is None else new_fn
-        return original(compilectx, runtimectx, fn, *args, **kwargs)
+class Result:
+    """What :func:`before_call` answers instead of a call: the call's result (or a raised signal)."""
 
-    return _call_dispatch
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def before_call(compilectx, fn, args: tuple, kwargs: dict):
+    """The call to dispatch instead, as ``(fn, args, kwargs)`` (numbers' values for an opaque
+    callable), or a :class:`Result` (a number proxy's conversion, an error of the values)."""
+    ufn = unwrap(fn)
+    if not kwargs and _conversion(ufn, args) is not None:
+        return Result(_converting(ufn, args))
+    if (callable(ufn) and _would_call_opaque_cheap(ufn, args, kwargs) and not _from_thunder()
+            and _would_call_opaque(compilectx, ufn, args, kwargs)):
+        try:
+            call = concretized_call(ufn, args, kwargs)
+        except MetatraceError as e:  # (a value read from tensor data: raised as the C code's __int__ would)
+            return Result(do_raise(e))
+        if call is not None:
+            new_fn, args, kwargs = call
+            fn = fn if new_fn is None else new_fn
+    return fn, args, kwargs
 
 
 def _would_call_opaque_cheap(fn, args, kwargs) -> bool:
@@ -372,9 +377,6 @@ def _interpreted(py_fn, typ):
 
 def patches() -> list[Patch]:
     return [
-        attribute(interpreter, "_call_dispatch", _dispatching,
-                  "an opaque (C) callable gets the values of the number proxies among its arguments, guarded",
-                  wrap=True),
         attribute(interpreter, "_object_getattribute_lookaside", _getting_number_attributes,
                   "a number's methods and attributes a proxy lacks (bit_length, is_integer) come from its value",
                   wrap=True),

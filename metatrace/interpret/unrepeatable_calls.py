@@ -22,24 +22,20 @@ with ``time.time_ns()``, and a library's log call in a forward must not stop the
 
 from __future__ import annotations
 
-from metatrace.state import compile_context
 from metatrace.errors import MetatraceError
 
 import datetime
-import functools
 import inspect
 import random
 import time
 import types
 
-import thunder.core.interpreter as interpreter
 from thunder.core.interpreter import WrappedValue
 
 from metatrace.guards.collect import interpreted_line
 from metatrace.interpret.library_code import is_library_file
 from metatrace.guards.provenance import rooted_in_prologue
 from metatrace.interpret.values_as_text import OWN_CODE, calling_file
-from metatrace.patching import Patch, attribute
 
 
 class RandomCallError(MetatraceError, RuntimeError):
@@ -139,19 +135,8 @@ def check_clock_call(fn: WrappedValue) -> None:
     )
 
 
-def _dispatching(original):
-    @functools.wraps(original)
-    def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
-        if type(fn) is WrappedValue and compile_context.collector() is not None:
-            check_random_call(fn, args)
-            check_clock_call(fn)
-        return original(compilectx, runtimectx, fn, *args, **kwargs)
-
-    return _call_dispatch
-
-
-def patches() -> list[Patch]:
-    return [attribute(interpreter, "_call_dispatch", _dispatching,
-                      "Python's and NumPy's random numbers, and the user's clock reads, raise a clear error "
-                      "(the trace would bake the value in)",
-                      wrap=True)]
+def before_call(fn, args: tuple) -> None:
+    """Refuses a call whose result the trace would bake in although it changes on every call."""
+    if type(fn) is WrappedValue:
+        check_random_call(fn, args)
+        check_clock_call(fn)

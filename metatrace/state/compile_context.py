@@ -106,3 +106,7 @@ INPLACE_CHECKING = _Declared("inplace_checking", None)
 # where eager returns it without grad (``grad.requires_grad``; read by the autograd.Function's
 # forward that call runs).
 CONNECTING_OUTPUTS = _Declared("connecting_outputs", None)
+
+# While thunder interprets a function for a compile that collects guards: the containers whose
+# contents the trace read (``guards.content_reads.ContentReads``, noted by ``interpret.call_hooks``).
+CONTENT_READS = _Declared("content_reads", None)

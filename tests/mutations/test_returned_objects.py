@@ -73,9 +73,26 @@ def test_a_returned_object_holds_a_pre_existing_object_itself(enabled):
     assert cache.config is config
 
 
-def test_a_returned_object_in_an_untracked_dict_raises_rather_than_returning_proxies(enabled):
+def test_a_returned_object_in_a_dict_literal_is_rebuilt_on_every_call(enabled):
+    """A dict literal tracks its items (metatrace.interpret.dict_literals): the object is rebuilt."""
+
     def fn(x):
         return {"out": x + 1, "cache": Layer(x * 3)}
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    layers = []
+    for rows in (3, 5):
+        x = torch.randn(rows)
+        got = jf(x)
+        assert type(got["cache"]) is Layer
+        torch.testing.assert_close(got["cache"].keys, x * 3)
+        layers.append(got["cache"])
+    assert layers[0] is not layers[1]
+
+
+def test_a_returned_object_in_an_untracked_list_raises_rather_than_returning_proxies(enabled):
+    def fn(x):
+        return sorted([Layer(x * 3)], key=id)  # (built by C code: its items untracked)
 
     with pytest.raises(metatrace.MetatraceError, match="Layer"):
         thunder.jit(fn, cache=SYMBOLIC)(torch.randn(3))

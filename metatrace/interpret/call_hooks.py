@@ -1,0 +1,73 @@
+"""metatrace's one hook on every call thunder's interpreter dispatches, its steps in order.
+
+Every call the interpreted function makes (a builtin, a method, a module, a Python function)
+goes through ``interpreter._call_dispatch``; it is the hottest path of a compile (~180k calls for
+a small Hugging Face forward), so metatrace wraps it once, and the wrapper does nothing but
+dispatch outside a compile that collects guards. Under one, before thunder dispatches the call:
+
+1. an opaque (C) callable gets the values of the number proxies among its arguments, guarded
+   (``opaque_calls.before_call``: it may replace the call, or answer it);
+2. a call whose result changes on every call (random numbers, clocks) is refused
+   (``unrepeatable_calls``);
+3. a callee read from the user's state is checked by identity, code and defaults
+   (``callee_checks``);
+4. a list, dict or set among the arguments is noted as read, unless the call only writes it
+   (``metatrace.guards.content_reads``): such containers are checked by type, not contents.
+
+Steps 2-4 see the call as step 1 leaves it (as when each was its own wrapper, step 1 outermost).
+
+``f(*args)`` (``CALL_FUNCTION_EX``) reads the argument list's length in thunder's handler, before
+any dispatch: that handler notes its list and dict as read too.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import thunder.core.interpreter as interpreter
+from thunder.core.interpreter import unwrap
+
+from metatrace.interpret import callee_checks, opaque_calls, unrepeatable_calls
+from metatrace.patching import Patch, attribute, item
+from metatrace.state import compile_context
+
+
+def _dispatching(original):
+    @functools.wraps(original)
+    def _call_dispatch(compilectx, runtimectx, fn, /, *args, **kwargs):
+        if compile_context.collector() is None:
+            return original(compilectx, runtimectx, fn, *args, **kwargs)
+        call = opaque_calls.before_call(compilectx, fn, args, kwargs)
+        if type(call) is opaque_calls.Result:
+            return call.value
+        fn, args, kwargs = call
+        unrepeatable_calls.before_call(fn, args)
+        callee_checks.before_call(fn, args)
+        reads = compile_context.CONTENT_READS.get()
+        if reads is not None:
+            reads.note_call(unwrap(fn), args, kwargs)
+        return original(compilectx, runtimectx, fn, *args, **kwargs)
+
+    return _call_dispatch
+
+
+def _noting_unpacked_arguments(original):
+    @functools.wraps(original)
+    def _call_function_ex_handler(inst, /, stack, **kwargs):
+        reads = compile_context.CONTENT_READS.get()
+        if reads is not None:
+            for i in (-1, -2)[: 1 + (inst.arg & 1)]:
+                reads.observe(unwrap(stack.getitem_wrapped(i)))
+        return original(inst, stack=stack, **kwargs)
+
+    return _call_function_ex_handler
+
+
+def patches() -> list[Patch]:
+    return [attribute(interpreter, "_call_dispatch", _dispatching,
+                      "before a call is dispatched: C code gets numbers' values (guarded), unrepeatable calls are "
+                      "refused, callees read from the user's state are checked, containers' reads are noted",
+                      wrap=True),
+            item(interpreter._default_opcode_handler_map, "CALL_FUNCTION_EX", _noting_unpacked_arguments,
+                 "f(*args, **kwargs) notes its argument list and dict as read (their length decides the call)",
+                 wrap=True, label="thunder.core.interpreter._default_opcode_handler_map")]
