@@ -24,9 +24,9 @@ from metatrace.proxies import (
 from metatrace.grad import requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
-    argument_reads, call_hooks, callee_checks, collector_pacing, container_builtins, custom_getattribute, dict_literals,
-    dropped_stores, fast_paths, interpreter_costs, jit, library_state, lookasides, module_methods, module_state,
-    opaque_calls, state_reads, tensor_metadata, values_as_text,
+    argument_reads, c_mutations, call_hooks, callee_checks, collector_pacing, container_builtins, custom_getattribute,
+    dict_literals, dropped_stores, fast_paths, interpreter_costs, jit, library_state, lookasides, module_methods,
+    module_state, opaque_calls, state_reads, tensor_metadata, values_as_text,
 )
 from metatrace.mutations import record as mutation_records, replay as mutation_replay, returned_objects
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants
@@ -155,6 +155,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         callee_checks.patches,
         opaque_calls.patches,
         call_hooks.patches,
+        c_mutations.patches,
         # symbolic numbers: concretizations become guards, arithmetic keeps producers
         number_methods.patches,
         number_semantics.patches,

@@ -12,7 +12,8 @@ dispatch outside a compile that collects guards. Under one, before thunder dispa
 3. a callee read from the user's state is checked by identity, code and defaults
    (``callee_checks``);
 4. a list, dict or set among the arguments is noted as read, unless the call only writes it
-   (``metatrace.guards.content_reads``): such containers are checked by type, not contents.
+   (``metatrace.guards.content_reads``): such containers are checked by type, not contents;
+5. an opaque (C) call given a list, dict or set must leave it as it was (``c_mutations``).
 
 Steps 2-4 see the call as step 1 leaves it (as when each was its own wrapper, step 1 outermost).
 
@@ -25,9 +26,10 @@ from __future__ import annotations
 import functools
 
 import thunder.core.interpreter as interpreter
-from thunder.core.interpreter import unwrap
+from thunder.core.interpreter import do_raise, unwrap
 
-from metatrace.interpret import callee_checks, opaque_calls, unrepeatable_calls
+from metatrace.guards.collect import interpreted_line
+from metatrace.interpret import c_mutations, callee_checks, opaque_calls, unrepeatable_calls
 from metatrace.patching import Patch, attribute, item
 from metatrace.state import compile_context
 
@@ -43,10 +45,16 @@ def _dispatching(original):
         fn, args, kwargs = call
         unrepeatable_calls.before_call(fn, args)
         callee_checks.before_call(fn, args)
+        ufn = unwrap(fn)
         reads = compile_context.CONTENT_READS.get()
         if reads is not None:
-            reads.note_call(unwrap(fn), args, kwargs)
-        return original(compilectx, runtimectx, fn, *args, **kwargs)
+            reads.note_call(ufn, args, kwargs)
+        before = c_mutations.fingerprints(ufn, args)
+        if before is None or not opaque_calls.would_call_opaque(compilectx, ufn, args, kwargs):
+            return original(compilectx, runtimectx, fn, *args, **kwargs)
+        result = original(compilectx, runtimectx, fn, *args, **kwargs)
+        changed = c_mutations.changed_containers(before)
+        return do_raise(c_mutations.error(ufn, changed, interpreted_line())) if changed else result
 
     return _call_dispatch
 

@@ -215,7 +215,7 @@ def concretized_call(fn, args: tuple, kwargs: dict):
     return (wrap_const(rebound) if rebound is not fn else None), new_args, new_kwargs
 
 
-def _would_call_opaque(compilectx, fn, args, kwargs) -> bool:
+def would_call_opaque(compilectx, fn, args, kwargs) -> bool:
     """thunder's ``_call_dispatch`` would reach its opaque step: no canonicalization of a bound
     builtin method first (the canonical call comes back here), no lookaside."""
     if not is_opaque(fn):
@@ -274,7 +274,7 @@ def before_call(compilectx, fn, args: tuple, kwargs: dict):
     if not kwargs and _conversion(ufn, args) is not None:
         return Result(_converting(ufn, args))
     if (callable(ufn) and _would_call_opaque_cheap(ufn, args, kwargs) and not _from_thunder()
-            and _would_call_opaque(compilectx, ufn, args, kwargs)):
+            and would_call_opaque(compilectx, ufn, args, kwargs)):
         try:
             call = concretized_call(ufn, args, kwargs)
         except MetatraceError as e:  # (a value read from tensor data: raised as the C code's __int__ would)

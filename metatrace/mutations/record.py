@@ -172,11 +172,24 @@ def source(log: MutationLog, wrapped: WrappedValue):
     return pr
 
 
+# Methods that consume an iterable argument: an iterator there (``d.update(zip(keys, values))``)
+# is read into a list first, so the replay gets its items (the trace's iterator cannot be made
+# again for every call).
+_CONSUMING = frozenset({list.extend, list.__iadd__, dict.update, collections.OrderedDict.update, set.update,
+                        set.difference_update, set.intersection_update, set.symmetric_difference_update})
+_REPLAYABLE_ITERABLES = (list, tuple, dict, set, frozenset, str, bytes, range)
+
+
 def _recording(fn, inner, attributes: bool):
     def lookaside(target, *args, **kwargs):
         log = current_log()
         if log is None or not isinstance(target, WrappedValue) or source(log, target) is None:
             return inner(target, *args, **kwargs)
+        if fn in _CONSUMING and args and not isinstance(interpreter.unwrap(args[0]), _REPLAYABLE_ITERABLES):
+            items = _interpret_call(list, args[0])
+            if items is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+                return items
+            args = (items, *args[1:])
         obj = target.value
         if id(obj) not in log.snapshots:
             log.snapshots[id(obj)] = (obj, restorer(obj, attributes=attributes, where=interpreted_line()))
