@@ -14,6 +14,7 @@ from metatrace.guards.collect import DataDependentError, GuardFailure
 from metatrace.guards.explain import explain
 from metatrace.guards.structure import ChangedWhileTracing, StructureMismatch
 from metatrace.install import disable, enable, is_enabled
+from metatrace.interpret.c_mutations import CMutationError
 from metatrace.interpret.dropped_stores import DroppedStoreError
 from metatrace.interpret.unrepeatable_calls import ClockCallError, RandomCallError
 from metatrace.metas.custom_ops import CustomOpError
@@ -23,5 +24,5 @@ __all__ = [
     # errors (all subclasses of MetatraceError)
     "MetatraceError", "DataDependentError", "RandomCallError", "ClockCallError", "DroppedStoreError", "GuardFailure",
     "ChangedWhileTracing", "StructureMismatch", "TraceCheckError", "CacheDirectoryError", "CorruptCacheError",
-    "CustomOpError",
+    "CustomOpError", "CMutationError",
 ]
