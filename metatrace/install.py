@@ -25,7 +25,7 @@ from metatrace.grad import requires_grad, rules, saved_values
 from metatrace.guards import prologue_op
 from metatrace.interpret import (
     argument_reads, c_mutations, call_hooks, callee_checks, collector_pacing, container_builtins, custom_getattribute,
-    dict_literals, dropped_stores, fast_paths, interpreter_costs, jit, library_state, lookasides, module_methods,
+    dict_literals, dropped_stores, fast_paths, interpreter_costs, jit_hooks, library_state, lookasides, module_methods,
     module_state, opaque_calls, state_reads, tensor_metadata, values_as_text,
 )
 from metatrace.mutations import record as mutation_records, replay as mutation_replay, returned_objects
@@ -133,7 +133,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         lambda: _prim_meta_patches(loaded, force_fallback),
         lambda: _executor_meta_patches({id(row.target) for row in applied}),
         # interpreting the user's function
-        jit.patches,
+        jit_hooks.patches,
         interpreter_costs.patches,
         fast_paths.patches if with_fast_paths else list,
         renames.patches,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.compiled_program import GuardProgram
 from metatrace.guards.grad_program import PendingGradProgram
-from metatrace.guards.program import ProgramScope, build_program, pin_program
+from metatrace.guards.program_builder import ProgramScope, build_program, pin_program
 from metatrace.guards.projection import producer_map
 from metatrace.guards.registry import fill_program
 
@@ -26,7 +26,7 @@ def fill_grad_program(pending: PendingGradProgram, collector: GuardCollector, tr
 
 
 def _program(pending: PendingGradProgram, collector: GuardCollector, traces) -> GuardProgram:
-    """The reserved program, filled by the one builder (metatrace.guards.program) over every
+    """The reserved program, filled by the one builder (metatrace.guards.program_builder) over every
     input number and size, named as the computation trace names them; a guard no expression of
     them states pins them all (only identical inputs reuse this backward)."""
     producers: dict = {}

@@ -1,7 +1,7 @@
 """Collecting guards: every concretization of a symbolic number while tracing becomes a guard.
 
 The guards become prologue checks in :mod:`metatrace.guards.projection` (onto the inputs) and
-:mod:`metatrace.guards.program` (the prologue's guard program); this module collects them and holds
+:mod:`metatrace.guards.program_builder` (the prologue's guard program); this module collects them and holds
 the errors and exact values they are made of.
 
 While thunder interprets a function under ``cache="symbolic values"`` a :class:`GuardCollector`

@@ -1,5 +1,5 @@
 """A cache entry's guards compiled into one Python function of its input numbers and sizes,
-which the prologue calls (:func:`check_guards`); built by :mod:`metatrace.guards.program`.
+which the prologue calls (:func:`check_guards`); built by :mod:`metatrace.guards.program_builder`.
 
 Lifetime: a program lives in ``registry.PROGRAMS`` under its id as long as the jitted function
 whose cache entries check it (:mod:`metatrace.guards.registry`).

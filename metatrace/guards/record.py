@@ -1,5 +1,5 @@
 """The guard record and the leaf tests shared by :mod:`metatrace.guards.collect` (collecting),
-:mod:`metatrace.guards.projection`, :mod:`metatrace.guards.program` and
+:mod:`metatrace.guards.projection`, :mod:`metatrace.guards.program_builder` and
 :mod:`metatrace.guards.simplify`: a leaf module, so that none imports another to know what a guard is."""
 
 from __future__ import annotations

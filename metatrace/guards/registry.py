@@ -1,7 +1,7 @@
 """What the prologue's guard operators look up at run time, in a leaf module.
 
 A prologue bound symbol carries a printable id (``metatrace_guards('g3', ...)``,
-``metatrace_structure('s7', ...)``); the id names a :class:`metatrace.guards.program.GuardProgram` in
+``metatrace_structure('s7', ...)``); the id names a :class:`metatrace.guards.compiled_program.GuardProgram` in
 ``PROGRAMS`` or an expected argument structure in ``EXPECTED`` (:mod:`metatrace.guards.structure`). The
 operators themselves are registered on thunder's python executor by :mod:`metatrace.guards.prologue_op`
 while metatrace is enabled. Kept apart so that guards, structure, guard_op and explain each
@@ -26,7 +26,7 @@ from thunder.core.compile_data import _compile_data
 
 from metatrace.state.weak_tables import WeakTable
 
-# Guard programs by id (metatrace.guards.program.GuardProgram).
+# Guard programs by id (metatrace.guards.compiled_program.GuardProgram).
 PROGRAMS: dict[str, Any] = {}
 # Expected argument structures by id (metatrace.guards.structure).
 EXPECTED: dict[str, Any] = {}

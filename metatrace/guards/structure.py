@@ -91,7 +91,7 @@ class KeywordOrder(tuple):
 
 def number_types_changed(check_id: str, expected: tuple, *values: Any) -> None:
     """Raised where the types of the number arguments differ from ``expected`` (the guard program
-    checks them first, :class:`metatrace.guards.program.GuardProgram`)."""
+    checks them first, :class:`metatrace.guards.compiled_program.GuardProgram`)."""
     got = ", ".join(type(v).__name__ for v in values)
     raise check_failed(f"number argument types changed: expected {', '.join(t.__name__ for t in expected)}, got {got}",
                        StructureMismatch, check_id)

@@ -80,8 +80,8 @@ def _proxify(original):
         p = original(self, value)
         if (isinstance(p, NumberProxy) and proxies.using_symbolic_values()
                 and provenance.read_from_jitted_module(value.provenance) and _static_until_changed(value)):
-            # (checked by thunder when the computation takes it as an input, by metatrace.guards.program
-            # when a decision or a baked value depends on it)
+            # (checked by thunder when the computation takes it as an input, by
+            # metatrace.guards.program_builder when a decision or a baked value depends on it)
             p.constraint = CONSTRAINT.STATIC
         value_proxies.note_number_leaf(self, value, p)  # its type is checked in the prologue (metatrace.guards.structure)
         return p

@@ -6,7 +6,7 @@ Two pieces of context (declared in ``metatrace.state.compile_context``) decide w
   running: the scope its ops go to, the sizes it may bind, whether it only propagates values, and
   the ops it recorded (metatrace.metas.recording, around each meta call);
 - the compile step (``compile_context.compile_step``): metas may record, and concretizations go
-  to the step's guard collector (metatrace.interpret.jit while thunder interprets the function,
+  to the step's guard collector (metatrace.interpret.jit_hooks while thunder interprets the function,
   the grad transform, the executor passes).
 """
 

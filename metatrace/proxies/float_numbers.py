@@ -114,7 +114,7 @@ def guard_exact_float(bsym) -> None:
             concretizations.relation("ge", x, -EXACT, True)
     else:
         # The range guard would not hold: this entry's guards are checked as recorded (Python
-        # evaluates float(n) exactly), not simplified (metatrace.guards.program).
+        # evaluates float(n) exactly), not simplified (metatrace.guards.program_builder).
         collector = compile_context.collector()
         if collector is not None:
             try:

@@ -410,8 +410,8 @@ def test_no_metatrace_attribute_is_set_on_thunder_objects():
 
 def test_guard_programs_are_built_in_one_place():
     """The prologue's and the grad transform's guard programs come from one builder
-    (``metatrace.guards.program``): no other module compiles guards into a program itself."""
-    builders = {"guards/program.py", "guards/compiled_program.py"}
+    (``metatrace.guards.program_builder``): no other module compiles guards into a program itself."""
+    builders = {"guards/program_builder.py", "guards/compiled_program.py"}
     found = sorted(
         f"{p.relative_to(PACKAGE)}:{node.lineno}" for p in PACKAGE.rglob("*.py")
         if str(p.relative_to(PACKAGE)) not in builders

@@ -33,7 +33,7 @@ guard that raises as failed). One assumption, as in any shape arithmetic done in
 integers that the guards convert to float are exact in a double (below 2**53 in magnitude).
 
 API: :func:`simplify` returns :class:`SimpleGuard` objects: ``text`` for ``explain`` and
-``python(param, const)`` for :class:`metatrace.guards.program.GuardProgram`.
+``python(param, const)`` for :class:`metatrace.guards.compiled_program.GuardProgram`.
 
 Modules, the algebra apart from the decision procedure: ``expressions`` (Node, Poly, build),
 ``bounds`` (intervals), ``relations`` (canonical relations), ``reduction`` (the decision procedure

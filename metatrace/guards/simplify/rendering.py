@@ -1,7 +1,7 @@
 """Rendering guard expressions: the readable text ``explain`` shows and the Python the prologue runs.
 
 :func:`python_check` is the one emitter of a guard's Python: :class:`metatrace.guards.simplify.SimpleGuard`
-and the prologue's program for guards as recorded (``metatrace.guards.program.GuardProgram``) both
+and the prologue's program for guards as recorded (``metatrace.guards.compiled_program.GuardProgram``) both
 call it. How each operation prints is its row in ``metatrace.metas.number_ops``.
 """
 

@@ -24,7 +24,7 @@ from metatrace.guards.explain import log_miss
 from metatrace.guards.grad_program import reserve_grad_program
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.content_reads import ContentReads
-from metatrace.guards.program import add_prologue_constraints
+from metatrace.guards.program_builder import add_prologue_constraints
 from metatrace.guards.structure import add_number_type_constraint, add_structure_constraints
 from metatrace.patching import Patch, attribute
 
