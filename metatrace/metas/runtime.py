@@ -35,14 +35,9 @@ from metatrace.metas import concretizations, number_ops, settled_checks, unbacke
 from metatrace.metas.record_state import current_recorder, functional_trace, value_propagation
 from metatrace.metas.record_state import record as _record
 
-from metatrace.metas.folds import MISSING as _MISSING
-from metatrace.metas.folds import fold_add as _fold_add
-from metatrace.metas.folds import fold_floordiv as _fold_floordiv
-from metatrace.metas.folds import fold_mod as _fold_mod
-from metatrace.metas.folds import fold_mul as _fold_mul
-from metatrace.metas.folds import fold_sub as _fold_sub
-from metatrace.metas.folds import int_literal as _int_literal
-from metatrace.metas.folds import is_symbolic_int as _is_symbolic_int
+from metatrace.metas.folds import (MISSING as _MISSING, fold_add as _fold_add, fold_floordiv as _fold_floordiv,
+                                   fold_mod as _fold_mod, fold_mul as _fold_mul, fold_sub as _fold_sub,
+                                   int_literal as _int_literal, is_symbolic_int as _is_symbolic_int)
 
 
 def _is_symbolic(x: Any) -> bool:
@@ -290,6 +285,19 @@ def and_(a, rest: Callable):
 
 def or_(a, rest: Callable):
     return a if truth(a) else rest()
+
+
+def settled_first(settles: bool, a, rest: Callable) -> bool:
+    """``a or rest()`` (``settles`` True) or ``a and rest()`` (False) of two comparisons of plain
+    operands (rewrites.conditions: evaluating ``rest`` early changes nothing): one that is
+    ``settles`` with no guard decides alone, and the other is not guarded."""
+    if type(a) is not bool:
+        try:
+            if rest() is settles:
+                return settles
+        except Exception:  # noqa: BLE001 - raised again below, where Python evaluates it
+            pass
+    return settles if truth(a) is settles else truth(rest())
 
 
 def compare_chain(first, *ops_and_operands):

@@ -121,3 +121,13 @@ def test_a_batch_of_one_against_a_batch_of_n_still_broadcasts(enabled):
         fn(torch.randn(2, 4), torch.randn(3, 4))
     with pytest.raises(Exception):
         jf(torch.randn(2, 4), torch.randn(3, 4))
+
+
+def test_a_cache_grown_by_one_token_shares_one_entry_whatever_its_length(enabled):
+    # cat's meta checks ``sd == sad or d == dim`` for every dimension: on the cat dimension the
+    # two lengths were compared first and guarded different (past length != 1 for a decode step)
+    def fn(past, new):
+        return torch.cat([past, new], dim=2) * 2
+
+    new = torch.randn(2, 3, 1, 4)
+    assert _calls_share_one_entry(fn, [(torch.randn(2, 3, n, 4), new) for n in (4, 1, 6)]) == 1
