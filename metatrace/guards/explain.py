@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,13 +212,39 @@ def log_miss() -> None:
         return
     calls, failed = function_record(cs).rejections
     failed = failed if calls == cs.calls else {}
-    lines = []
+    lines, call = [], _missed_call()
     for i, entry in enumerate(cs.interpreter_cache):
         check_ids = [b.args[0] for b in entry.prologue_traces[-1].bound_symbols if b.sym.name in _CHECKS]
-        reason = next((failed[p] for p in check_ids if p in failed), None)
-        lines.append(f"  entry {i}: {reason}" if reason else
-                     f"  entry {i}: rejected by thunder's own prologue checks (a static value, rank, dtype or device)")
+        reason = next((failed[p] for p in check_ids if p in failed), None) or _thunder_rejection(entry, call)
+        lines.append(f"  entry {i}: {reason}")
     recompile_logger.info("Recompiling (call %d, %d cache entries):\n%s", cs.calls, len(cs.interpreter_cache), "\n".join(lines))
+
+
+def _missed_call() -> tuple | None:
+    """The arguments of the call that missed every entry: thunder's cache lookup
+    (``get_computation_and_inputs``) holds them in its frame, below the trace that starts."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "get_computation_and_inputs" and "args" in frame.f_locals:
+            return frame.f_locals["args"], frame.f_locals.get("kwargs", {})
+        frame = frame.f_back
+    return None
+
+
+def _thunder_rejection(entry, call) -> str:
+    """Which of thunder's own prologue checks (a static value, the number of arguments, a rank,
+    dtype or device) rejected the call: the entry's prologue runs again on its arguments (only
+    when the log is on) and its error, shortened, says."""
+    generic = "rejected by thunder's own prologue checks (a static value, rank, dtype or device)"
+    if call is None:
+        return generic
+    try:
+        entry.prologue_fn(*call[0], **call[1])
+    except Exception as e:  # noqa: BLE001 - the error is the explanation
+        text = " ".join(str(e).split()) or type(e).__name__
+        text = text if len(text) <= 240 else f"{text[:150]} ... {text[-80:]}"
+        return f"rejected by thunder's prologue: {text}"
+    return generic
 
 
 def configure_from_environment() -> None:
