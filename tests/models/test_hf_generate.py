@@ -155,7 +155,7 @@ def generate_both(model, eager, ids, cache: str, sample: bool, seed: int):
 
 
 @pytest.mark.parametrize("name", sorted(FAMILY_CONFIGS))
-def test_generate_of_each_family_equals_eager_with_every_cache_in_two_compiles_per_cache_kind(enabled, name):
+def test_generate_of_each_family_equals_eager_with_every_cache_in_two_compiles_per_cache_kind(enabled, name, caplog):
     """One jitted forward per family for every call: the default DynamicCache, a DynamicCache the
     user passes, cache_implementation="static" and a StaticCache the user builds, prompts of four
     lengths in batches of 1, 2 and 3, greedy and sampled. After every call: eager's tokens and a
@@ -171,11 +171,19 @@ def test_generate_of_each_family_equals_eager_with_every_cache_in_two_compiles_p
         for i, (length, batch) in enumerate(CALLS):
             cache, sample = kinds[i % 2], i == len(CALLS) - 1
             ids = prompt(length, batch, seed)
-            (got, got_cache), (want, want_cache) = generate_both(model, eager, ids, cache, sample, seed)
+            with caplog.at_level(logging.INFO, logger="metatrace.recompiles"):
+                (got, got_cache), (want, want_cache) = generate_both(model, eager, ids, cache, sample, seed)
             assert torch.equal(got, want), f"{cache} cache, prompt {length}, batch {batch}"
             assert_caches_equal(got_cache, want_cache)
             seed += 1
         assert thunder.cache_misses(model.forward) - before == 2, kinds
+    # METATRACE_LOG=recompiles explains every miss after the first compile: the guard or the
+    # check of thunder's prologue that rejected each entry (a decode step's initialized cache,
+    # the static cache's 4-d mask), never an unexplained rejection
+    misses = [r.getMessage() for r in caplog.records if r.name == "metatrace.recompiles"]
+    assert len(misses) == 3
+    reasons = [line for m in misses for line in m.splitlines()[1:]]
+    assert all("guard failed" in line or "prologue check" in line for line in reasons), reasons
 
 
 def test_a_one_token_prompt_adds_its_own_prefill_entry_and_reuses_the_decode_entry(enabled, caplog):
