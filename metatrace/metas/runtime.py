@@ -31,7 +31,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.proxies import pyval as _thunder_pyval
 
 from metatrace.state.weak_tables import IdentityTable
-from metatrace.metas import concretizations, number_ops, settled_checks, unbacked
+from metatrace.metas import concretizations, number_ops, peeks, settled_checks, unbacked
 from metatrace.metas.record_state import current_recorder, functional_trace, value_propagation
 from metatrace.metas.record_state import record as _record
 
@@ -289,14 +289,10 @@ def or_(a, rest: Callable):
 
 def settled_first(settles: bool, a, rest: Callable) -> bool:
     """``a or rest()`` (``settles`` True) or ``a and rest()`` (False) of two comparisons of plain
-    operands (rewrites.conditions: evaluating ``rest`` early changes nothing): one that is
-    ``settles`` with no guard decides alone, and the other is not guarded."""
-    if type(a) is not bool:
-        try:
-            if rest() is settles:
-                return settles
-        except Exception:  # noqa: BLE001 - raised again below, where Python evaluates it
-            pass
+    operands (rewrites.conditions): ``rest()`` that is ``settles`` deciding nothing (metas.peeks)
+    decides alone, and ``a`` is not guarded; otherwise Python's order, guards and all."""
+    if type(a) is not bool and peeks.value_deciding_nothing(rest) is settles:
+        return settles
     return settles if truth(a) is settles else truth(rest())
 
 

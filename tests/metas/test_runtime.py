@@ -108,6 +108,15 @@ def test_settled_first_guards_what_python_decides_where_nothing_settles_it(recor
     assert [(g.op, g.lhs.name, g.rhs.name) for g in collector.guards] == [("ne", i.name, j.name), ("gt", i.name, j.name)]
 
 
+def test_a_right_operand_that_needs_a_guard_is_not_taken_early(recorder):
+    # comparing two shapes compares sizes and reports those relations: the early look must not
+    # keep them, nor take the answer they give (Python's order decides, guards and all)
+    _, collector = recorder
+    i, j, k, m = n(4), n(1), n(3), n(3)
+    assert rt.settled_first(True, rt.eq(i, j), lambda: rt.truth(rt.eq(k, m))) is True
+    assert [(g.op, g.lhs.name, g.rhs.name) for g in collector.guards] == [("ne", i.name, j.name), ("eq", k.name, m.name)]
+
+
 def test_settled_first_raises_where_python_evaluates_the_right_operand():
     assert rt.settled_first(True, True, lambda: 1 / 0) is True
     with pytest.raises(ZeroDivisionError):
