@@ -9,6 +9,12 @@ Outside conditions ``and``/``or`` return an operand, not a bool, so ``x or y`` b
 ``_mt.or_(x, lambda: y)`` and ``not x`` becomes ``_mt.not_(x)``: the runtime takes the truth of the
 left operand (recording the guard) and evaluates the right one only when Python would.
 
+A condition ``A or B`` (``A and B``) of two comparisons of plain operands (names, attributes,
+literals: evaluating them early has no effect) becomes ``_mt.settled_first(True, A, lambda: B)``
+(``False`` for ``and``): an operand that settles the answer without a guard decides alone, so the
+other's relation is not guarded. thunder's cat meta checks ``sd == sad or d == dim`` for every
+dimension: on the cat dimension Python compared the two lengths first and guarded them different.
+
 Run after CheckCallTransformer: it recognises ``_mt.check`` calls.
 """
 
@@ -20,7 +26,30 @@ from rewrites._runtime_calls import is_runtime_call, runtime_call, strip_parens,
 
 
 def _is_truth_call(node: cst.BaseExpression) -> bool:
-    return is_runtime_call(node, "truth") or is_runtime_call(node, "not_")
+    return any(is_runtime_call(node, name) for name in ("truth", "not_", "settled_first"))
+
+
+_RELATIONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})  # the comparisons pass's runtime names
+
+
+def _is_plain_operand(expr: cst.BaseExpression) -> bool:
+    """A name, an attribute of one, a literal: nothing that calls, indexes or computes."""
+    if isinstance(expr, cst.Attribute):
+        return _is_plain_operand(expr.value)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return isinstance(expr.expression, (cst.Integer, cst.Float))
+    return isinstance(expr, (cst.Name, cst.Integer, cst.Float))
+
+
+def _is_plain_comparison(expr: cst.BaseExpression) -> bool:
+    return (isinstance(expr, cst.Call) and is_runtime_call(expr) and expr.func.attr.value in _RELATIONS
+            and len(expr.args) == 2 and all(a.keyword is None and not a.star and _is_plain_operand(a.value) for a in expr.args))
+
+
+def _settled_first(expr: cst.BooleanOperation) -> cst.BaseExpression:
+    settles = cst.Name("True" if isinstance(expr.operator, cst.Or) else "False")
+    call = runtime_call("settled_first", settles, strip_parens(expr.left), thunk(strip_parens(expr.right)))
+    return call.with_changes(lpar=expr.lpar, rpar=expr.rpar)
 
 
 # Tests that are bools whatever their operands: no truth to take, nothing to guard. Matched by
@@ -39,6 +68,8 @@ def _is_plain_bool(expr: cst.BaseExpression) -> bool:
 def as_condition(expr: cst.BaseExpression) -> cst.BaseExpression:
     """The truth of ``expr`` with every operand of ``and``/``or``/``not`` made explicit."""
     if isinstance(expr, cst.BooleanOperation):
+        if _is_plain_comparison(strip_parens(expr.left)) and _is_plain_comparison(strip_parens(expr.right)):
+            return _settled_first(expr)
         return expr.with_changes(left=as_condition(expr.left), right=as_condition(expr.right))
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
         return expr.with_changes(expression=as_condition(expr.expression))

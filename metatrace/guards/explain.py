@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,13 +212,86 @@ def log_miss() -> None:
         return
     calls, failed = function_record(cs).rejections
     failed = failed if calls == cs.calls else {}
-    lines = []
+    lines, call = [], _missed_call()
     for i, entry in enumerate(cs.interpreter_cache):
         check_ids = [b.args[0] for b in entry.prologue_traces[-1].bound_symbols if b.sym.name in _CHECKS]
-        reason = next((failed[p] for p in check_ids if p in failed), None)
-        lines.append(f"  entry {i}: {reason}" if reason else
-                     f"  entry {i}: rejected by thunder's own prologue checks (a static value, rank, dtype or device)")
+        reason = next((failed[p] for p in check_ids if p in failed), None) or _thunder_rejection(entry, call)
+        lines.append(f"  entry {i}: {reason}")
     recompile_logger.info("Recompiling (call %d, %d cache entries):\n%s", cs.calls, len(cs.interpreter_cache), "\n".join(lines))
+
+
+def _missed_call() -> tuple | None:
+    """The arguments of the call that missed every entry: thunder's cache lookup
+    (``get_computation_and_inputs``) holds them in its frame, below the trace that starts."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "get_computation_and_inputs" and "args" in frame.f_locals:
+            return frame.f_locals["args"], frame.f_locals.get("kwargs", {})
+        frame = frame.f_back
+    return None
+
+
+def _thunder_rejection(entry, call) -> str:
+    """Which of thunder's own prologue checks (a static value, the number of arguments, a rank,
+    dtype or device) rejected the call: the entry's prologue runs again on its arguments (only
+    when the log is on) and its error, shortened, says."""
+    generic = "rejected by thunder's own prologue checks (a static value, rank, dtype or device)"
+    if call is None:
+        return generic
+    try:
+        entry.prologue_fn(*call[0], **call[1])
+    except Exception as e:  # noqa: BLE001 - the error is the explanation
+        text = " ".join(str(e).split()) or type(e).__name__
+        text = text if len(text) <= 240 else f"{text[:150]} ... {text[-80:]}"
+        check = _failed_line(entry, e)
+        return f"rejected by thunder's prologue check {check}: {text}" if check else f"rejected by thunder's prologue: {text}"
+    return generic
+
+
+def _failed_line(entry, error: Exception) -> str:
+    """The prologue's line that raised (``check_number_type_and_value(b15, False)``), its values
+    named where they are read from (``past_key_values.layers[0].is_initialized``)."""
+    import traceback
+
+    from thunder.core.compile_data import get_compile_data
+
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("thunder.prologue")]
+    if not frames or not frames[-1].line:
+        return ""
+    cd, trace = get_compile_data(), entry.prologue_traces[-1]
+    names = {**_argument_paths(trace, _parameters(getattr(cd, "fn", None))), **_module_sources(trace, getattr(cd, "fn", None))}
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: names.get(m.group(0), m.group(0)), frames[-1].line)
+
+
+def _parameters(fn) -> list[str]:
+    import inspect
+
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def _argument_paths(prologue_trace, parameters: list[str]) -> dict[str, str]:
+    """Proxy name -> the path the prologue reads it by from the call's arguments
+    (``past_key_values.layers[0].is_initialized``, ``cfg.flag``)."""
+    paths: dict[str, str] = {}
+    for bsym in prologue_trace.bound_symbols:
+        outs = bsym.flat_proxy_outs
+        if bsym.sym.name == "unpack_trivial" and len(outs) == 1 and outs[0].name in ("args", "kwargs"):
+            paths[outs[0].name] = outs[0].name
+        elif bsym.sym.name in ("unpack_attr", "unpack_getitem") and len(outs) == 1 and len(bsym.args) >= 2:
+            base = paths.get(getattr(bsym.args[0], "name", None))
+            key = bsym.args[1]
+            if base is None or not isinstance(key, (str, int)):
+                continue
+            if base == "kwargs" and bsym.sym.name == "unpack_getitem":
+                paths[outs[0].name] = str(key)
+            elif base == "args" and bsym.sym.name == "unpack_getitem" and isinstance(key, int) and key < len(parameters):
+                paths[outs[0].name] = parameters[key]
+            else:
+                paths[outs[0].name] = f"{base}.{key}" if bsym.sym.name == "unpack_attr" else f"{base}[{key!r}]"
+    return paths
 
 
 def configure_from_environment() -> None:

@@ -31,18 +31,13 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.proxies import pyval as _thunder_pyval
 
 from metatrace.state.weak_tables import IdentityTable
-from metatrace.metas import concretizations, number_ops, settled_checks, unbacked
+from metatrace.metas import concretizations, number_ops, peeks, settled_checks, unbacked
 from metatrace.metas.record_state import current_recorder, functional_trace, value_propagation
 from metatrace.metas.record_state import record as _record
 
-from metatrace.metas.folds import MISSING as _MISSING
-from metatrace.metas.folds import fold_add as _fold_add
-from metatrace.metas.folds import fold_floordiv as _fold_floordiv
-from metatrace.metas.folds import fold_mod as _fold_mod
-from metatrace.metas.folds import fold_mul as _fold_mul
-from metatrace.metas.folds import fold_sub as _fold_sub
-from metatrace.metas.folds import int_literal as _int_literal
-from metatrace.metas.folds import is_symbolic_int as _is_symbolic_int
+from metatrace.metas.folds import (MISSING as _MISSING, fold_add as _fold_add, fold_floordiv as _fold_floordiv,
+                                   fold_mod as _fold_mod, fold_mul as _fold_mul, fold_sub as _fold_sub,
+                                   int_literal as _int_literal, is_symbolic_int as _is_symbolic_int)
 
 
 def _is_symbolic(x: Any) -> bool:
@@ -290,6 +285,15 @@ def and_(a, rest: Callable):
 
 def or_(a, rest: Callable):
     return a if truth(a) else rest()
+
+
+def settled_first(settles: bool, a, rest: Callable) -> bool:
+    """``a or rest()`` (``settles`` True) or ``a and rest()`` (False) of two comparisons of plain
+    operands (rewrites.conditions): ``rest()`` that is ``settles`` deciding nothing (metas.peeks)
+    decides alone, and ``a`` is not guarded; otherwise Python's order, guards and all."""
+    if type(a) is not bool and peeks.value_deciding_nothing(rest) is settles:
+        return settles
+    return settles if truth(a) is settles else truth(rest())
 
 
 def compare_chain(first, *ops_and_operands):

@@ -43,10 +43,12 @@ import thunder.core.prims as prims
 import thunder.core.utils as thunder_utils
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
+from thunder.core.compile_data import using_symbolic_values
+
 from metatrace.metas import concretizations, python_executor
 from metatrace.metas.torch_metas import concrete_numbers, tracing
 from metatrace.patching import Patch, attribute, item
-from metatrace.proxies import number_methods
+from metatrace.proxies import number_methods, size_oblivious
 from metatrace.proxies.powers import power_method
 
 # (thunder.clang re-exports a ``langctx`` name that hides the submodule from attribute access)
@@ -189,9 +191,15 @@ def _basic_indexing(original):
             if x is not None:
                 dim += 1
             clamped.append(x)
+        if any(isinstance(x, slice) and _has_symbolic_bound(x) for x in clamped) and using_symbolic_values():
+            return size_oblivious.basic_indexing(a, clamped)  # (its no-op shortcut guards nothing)
         return original(a, clamped)
 
     return _basic_indexing
+
+
+def _has_symbolic_bound(x: slice) -> bool:
+    return any(isinstance(b, NumberProxy) for b in (x.start, x.stop, x.step))
 
 
 def _may_be_below(bound) -> bool:

@@ -19,6 +19,11 @@ cache: a Hugging Face model's prefill and decode with batch 1 each compiled an e
   only where they are the same object or equal plain ints; otherwise it reshapes, which returns
   the same values when the shapes happen to be equal. thunder's comparison guarded
   ``batch_size == 1`` where a literal 1 met the batch size.
+- ``clang._basic_indexing``'s no-op shortcut (no slice where every start is 0, every stop the
+  length, every step 1) compares a symbolic bound with 0 and the length: ``hidden[:, -k:]`` with
+  ``k`` tokens to keep guarded ``k != T`` on a prompt of ``T`` tokens, and a 1-token prompt
+  (``k == T == 1``) compiled an entry of its own. Here the shortcut is taken where the sizes say
+  so without a guard; otherwise the slice is taken, the same values where it covers everything.
 - ``clang.expand``: a dimension of literal length 1 expands to any requested length, so it is not
   compared with the request (thunder's ``requested_length == x or x == 1 or ...`` guarded
   ``position_ids.shape[0] == 1`` for ``inv_freq[None, :, None].expand(B, -1, 1)``). Where the
@@ -181,6 +186,58 @@ def _expand(original):
         return original(a, *shape)
 
     return expand
+
+
+def _canonical_bounds(length, x: slice) -> tuple:
+    """thunder's canonical ``start, stop, step`` of a slice on a dimension of ``length``
+    (thunder/clang/__init__.py ``_basic_indexing``: bounds beyond the length are allowed)."""
+    start = x.start if x.start is not None else 0
+    stop = x.stop if x.stop is not None else length
+    step = x.step if x.step is not None else 1
+    utils.check(step >= 1, lambda: f"Expected step={step} to be weakly greater than 1")
+    if start < 0:
+        start = start + length
+    utils.check(start >= 0, lambda: f"start={x.start} is not a valid index for length {length}")
+    if stop < 0:
+        stop = stop + length
+    utils.check(stop >= 0, lambda: f"end={x.stop} is not a valid index for length {length}")
+    if start > stop or start >= length:
+        start, stop = 0, 0
+    if stop >= length:
+        stop = length
+    return start, stop, step
+
+
+def basic_indexing(a, key: list):
+    """thunder's ``clang._basic_indexing`` whose no-op shortcut is taken only where it is one
+    without a guard (a start of literal 0, the length itself, a step of 1): a symbolic slice is
+    sliced, which is ``a``'s values where the slice covers all of it."""
+    padded = []
+    for idx, x in enumerate(key):
+        if x is None:
+            a = clang.unsqueeze(a, idx)
+        padded.append(slice(None) if x is None else x)
+    padded += [slice(None)] * (len(a.shape) - len(padded))
+    starts, stops, steps, squeeze_dims = [], [], [], []
+    for idx, (length, x) in enumerate(zip(a.shape, padded)):
+        if isinstance(x, slice):
+            start, stop, step = _canonical_bounds(length, x)
+        else:
+            start = utils.canonicalize_dim(length, x)
+            stop, step = start + 1, 1
+            squeeze_dims.append(idx)
+        starts.append(start)
+        stops.append(stop)
+        steps.append(step)
+    if (all(_literal(s, 0) for s in starts) and all(_literal(s, 1) for s in steps) and not squeeze_dims
+            and same_sizes(stops, a.shape)):
+        return a
+    result = prims.slice_prim(a, starts, stops, steps)
+    return prims.squeeze(result, tuple(squeeze_dims)) if squeeze_dims else result
+
+
+def _literal(x, value: int) -> bool:
+    return type(x) is int and x == value
 
 
 def patches() -> list[Patch]:

@@ -306,6 +306,29 @@ def test_recompile_log_names_a_changed_argument_structure(enabled, caplog):
     assert "entry 0: argument changed: expected items: tuple[int], got tuple[int, int]" in record.getMessage()
 
 
+def test_recompile_log_names_the_thunder_check_that_failed(enabled, caplog):
+    jf = thunder.jit(lambda a: a * 2, cache=SYMBOLIC)
+    jf(torch.ones(2, 3))
+    with caplog.at_level(logging.INFO, logger="metatrace.recompiles"):
+        jf(torch.ones(2, 3, dtype=torch.float64))  # a dtype: checked by thunder's prologue, not metatrace's
+    (record,) = caplog.records
+    assert "entry 0: rejected by thunder's prologue check check_tensor_metadata(a," in record.getMessage()
+    assert "float64" in record.getMessage()
+
+
+def test_recompile_log_names_an_argument_attribute_thunder_checked(enabled, caplog):
+    class Config:
+        def __init__(self, flag):
+            self.flag = flag
+
+    jf = thunder.jit(lambda x, cfg: x * 2 if cfg.flag else x, cache=SYMBOLIC)
+    jf(torch.ones(2), Config(True))
+    with caplog.at_level(logging.INFO, logger="metatrace.recompiles"):
+        jf(torch.ones(2), Config(False))
+    (record,) = caplog.records
+    assert "check_number_type_and_value(cfg.flag, True)" in record.getMessage()
+
+
 def test_recompile_log_names_changed_number_types(enabled, caplog):
     jf = thunder.jit(lambda a, n: a[: a.shape[0] // 2] * n if n > 1 else a, cache=SYMBOLIC)
     jf(torch.ones(4), 2)

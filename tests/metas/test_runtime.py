@@ -92,6 +92,37 @@ def test_contains_compares_symbolic_elements(recorder):
     assert len(collector.guards) >= 2
 
 
+def test_an_operand_settled_without_a_guard_decides_an_or_alone(recorder):
+    _, collector = recorder
+    i, j = n(4), n(1)
+    assert rt.settled_first(True, rt.eq(i, j), lambda: rt.eq(2, 2)) is True  # cat: sd == sad or d == dim
+    assert rt.settled_first(False, rt.lt(i, j), lambda: rt.eq(0, 1)) is False
+    assert collector.guards == []
+
+
+def test_settled_first_guards_what_python_decides_where_nothing_settles_it(recorder):
+    _, collector = recorder
+    i, j = n(4), n(1)
+    assert rt.settled_first(True, rt.eq(i, j), lambda: rt.eq(1, 2)) is False
+    assert rt.settled_first(True, rt.eq(1, 2), lambda: rt.gt(i, j)) is True
+    assert [(g.op, g.lhs.name, g.rhs.name) for g in collector.guards] == [("ne", i.name, j.name), ("gt", i.name, j.name)]
+
+
+def test_a_right_operand_that_needs_a_guard_is_not_taken_early(recorder):
+    # comparing two shapes compares sizes and reports those relations: the early look must not
+    # keep them, nor take the answer they give (Python's order decides, guards and all)
+    _, collector = recorder
+    i, j, k, m = n(4), n(1), n(3), n(3)
+    assert rt.settled_first(True, rt.eq(i, j), lambda: rt.truth(rt.eq(k, m))) is True
+    assert [(g.op, g.lhs.name, g.rhs.name) for g in collector.guards] == [("ne", i.name, j.name), ("eq", k.name, m.name)]
+
+
+def test_settled_first_raises_where_python_evaluates_the_right_operand():
+    assert rt.settled_first(True, True, lambda: 1 / 0) is True
+    with pytest.raises(ZeroDivisionError):
+        rt.settled_first(True, False, lambda: 1 / 0)
+
+
 def test_and_or_keep_python_semantics():
     assert rt.or_(None, lambda: ()) == () and rt.and_([], lambda: 1 / 0) == []
     assert rt.compare_chain(0, "le", lambda: 2, "lt", lambda: 3) is True

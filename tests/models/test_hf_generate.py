@@ -1,15 +1,17 @@
 """Hugging Face ``generate()`` and a manual decode loop under ``cache="symbolic values"``.
 
-A tiny random Llama (1 layer, hidden 32, vocab 128, sdpa attention, float32 CPU, seed 0), greedy
-decoding of 3 new tokens, prompts of 2 lengths in batches of 1 and 2 in one process. Each test
-asserts eager's tokens and the compile bound the issue sets: one prefill entry and one decode
-entry (``thunder.cache_misses == 2``) for every prompt length and batch size, since the prompt
-length, the cache length and the batch are symbolic and the batch of 1 shares its entries
-(metatrace.proxies.size_oblivious). Each jitted function compiles twice, 15-20 s each on a
-shared 2-core machine.
+Tiny random decoders (1 layer, hidden 32, vocab 128, sdpa attention, float32 CPU, seed 0), 3 new
+tokens, prompts of several lengths in batches of 1, 2 and 3 in one process, with
+``model.forward = thunder.jit(model.forward, cache="symbolic values")``. Each test asserts eager's
+tokens, eager's cache field by field after every call, and the compile bound: one prefill entry
+and one decode entry per cache kind for every prompt length, batch size and step, since the
+prompt length, the cache length and the batch are symbolic and the batch of 1 shares its entries
+(metatrace.proxies.size_oblivious). A compile takes 10-20 s on a shared 2-core machine.
 """
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 import torch
@@ -26,17 +28,8 @@ pytestmark = pytest.mark.slow
 SYMBOLIC = "symbolic values"
 NEW_TOKENS = 3
 PROMPTS = ((5, 1), (7, 2), (6, 1), (4, 2))  # (length, batch): 2+ lengths at each batch size
+CALLS = ((3, 1), (5, 2), (2, 3), (6, 1), (4, 3))  # five lengths, each batch 1, 2 and 3
 VOCAB = 128
-
-
-def tiny_llama():
-    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config).eval()
-    eager = transformers.AutoModelForCausalLM.from_config(config).eval()
-    eager.load_state_dict(model.state_dict())
-    return model, eager
 
 
 def prompt(length: int, batch: int, seed: int) -> torch.Tensor:
@@ -48,37 +41,35 @@ def greedy(model, ids, **kwargs):
                           pad_token_id=0, **kwargs)
 
 
+def assert_same_state(got, want, where: str) -> None:
+    """Equal as eager's, generically: tensors by value, dtype, device and shape; containers item
+    by item; objects attribute by attribute (``vars()``); anything else by type and ``==`` (a
+    symbolic number left behind, an int where eager has a tensor, fails here)."""
+    assert type(got) is type(want), f"{where}: {type(got).__name__} where eager has {type(want).__name__}"
+    if isinstance(want, torch.Tensor):
+        torch.testing.assert_close(got, want, msg=lambda m: f"{where}: {m}")
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same_state(g, w, f"{where}[{i}]")
+    elif isinstance(want, dict):
+        assert got.keys() == want.keys(), where
+        for k in want:
+            assert_same_state(got[k], want[k], f"{where}[{k!r}]")
+    elif hasattr(want, "__dict__") and not isinstance(want, type):
+        assert_same_state(vars(got), vars(want), where)
+    else:
+        assert got == want, f"{where}: {got!r} where eager has {want!r}"
+
+
 def assert_caches_equal(got, want) -> None:
+    """Every attribute of the cache and of every layer (keys, values, dtype, device,
+    is_initialized, max_batch_size, max_cache_len, cumulative_length, ...) as eager's."""
     assert type(got) is type(want) and len(got.layers) == len(want.layers)
-    for g, w in zip(got.layers, want.layers):
-        torch.testing.assert_close(g.keys, w.keys)
-        torch.testing.assert_close(g.values, w.values)
-
-
-def test_generate_with_a_jitted_forward_equals_eager_in_two_compiles(enabled):
-    model, eager = tiny_llama()
-    model.forward = thunder.jit(model.forward, cache=SYMBOLIC)
-    for seed, (length, batch) in enumerate(PROMPTS):
-        ids = prompt(length, batch, seed)
-        if batch == 1:  # the default cache, made by generate
-            assert torch.equal(greedy(model, ids), greedy(eager, ids))
-            continue
-        # a cache the user made: after the call it holds what eager's holds
-        got_cache = transformers.DynamicCache(config=model.config)
-        want_cache = transformers.DynamicCache(config=model.config)
-        assert torch.equal(greedy(model, ids, past_key_values=got_cache), greedy(eager, ids, past_key_values=want_cache))
-        assert_caches_equal(got_cache, want_cache)
-    assert thunder.cache_misses(model.forward) == 2
-
-
-def test_generate_with_the_static_cache_equals_eager_in_two_compiles(enabled):
-    model, eager = tiny_llama()
-    model.forward = thunder.jit(model.forward, cache=SYMBOLIC)
-    for seed, (length, batch) in enumerate(PROMPTS[:3]):
-        ids = prompt(length, batch, seed)
-        assert torch.equal(greedy(model, ids, cache_implementation="static"),
-                           greedy(eager, ids, cache_implementation="static"))
-    assert thunder.cache_misses(model.forward) == 2
+    for i, (g, w) in enumerate(zip(got.layers, want.layers)):
+        assert_same_state(vars(g), vars(w), f"layers[{i}]")
+    assert_same_state({k: v for k, v in vars(got).items() if k != "layers"},
+                      {k: v for k, v in vars(want).items() if k != "layers"}, "cache")
 
 
 def decode(forward, ids):
@@ -93,9 +84,9 @@ def decode(forward, ids):
 
 
 def test_a_manual_decode_loop_gets_the_cache_the_trace_created(enabled):
-    model, eager = tiny_llama()
+    model, eager = family("llama")
     jitted = thunder.jit(model.forward, cache=SYMBOLIC)
-    for seed, (length, batch) in enumerate(PROMPTS[:2]):
+    for seed, (length, batch) in enumerate(CALLS):
         ids = prompt(length, batch, seed)
         got, got_cache = decode(jitted, ids)
         want, want_cache = decode(eager, ids)
@@ -105,7 +96,7 @@ def test_a_manual_decode_loop_gets_the_cache_the_trace_created(enabled):
 
 
 def test_generate_on_a_jitted_module_runs_the_compiled_forward(enabled):
-    model, eager = tiny_llama()
+    model, eager = family("llama")
     jm = thunder.jit(model, cache=SYMBOLIC)
     for seed, (length, batch) in enumerate(PROMPTS[:2]):
         ids = prompt(length, batch, seed)
@@ -115,9 +106,12 @@ def test_generate_on_a_jitted_module_runs_the_compiled_forward(enabled):
     assert "forward" not in vars(model)  # the redirection is lifted after the call
 
 
-# Every other decoder family of the lock's transformers that tests/models/test_hf_models.py runs,
-# tiny (1 layer, hidden 32, vocab 128): their attention, rotary and cache code differ from Llama's.
+# Every decoder family of the lock's transformers that tests/models/test_hf_models.py runs, tiny
+# (1 layer, hidden 32, vocab 128): their attention, rotary and cache code differ from Llama's
+# (Mistral's and Qwen2's sliding-window layers, GPT-2's own attention, Gemma's scaled embedding).
 FAMILY_CONFIGS = {
+    "llama": lambda: transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64),
     "gpt2": lambda: transformers.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=4, n_positions=64),
     "mistral": lambda: transformers.MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
                                                   num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
@@ -133,22 +127,83 @@ FAMILY_CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("family", sorted(FAMILY_CONFIGS))
-def test_generate_of_each_family_equals_eager_in_two_compiles(enabled, family):
-    """Greedy and sampled decoding (the same seed for both sides) over prompt lengths 5, 9, 4 in
-    batches of 1, 3 and 2: eager's tokens, one prefill and one decode entry."""
-    config = FAMILY_CONFIGS[family]()
+def family(name: str):
     torch.manual_seed(0)
+    config = FAMILY_CONFIGS[name]()
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     eager = transformers.AutoModelForCausalLM.from_config(config).eval()
     eager.load_state_dict(model.state_dict())
+    return model, eager
+
+
+def generate_both(model, eager, ids, cache: str, sample: bool, seed: int):
+    """generate() on the jitted model and on eager with the same cache kind, seed and prompt:
+    (tokens, the cache after the call) for each. ``user static``/``user dynamic``: the user builds
+    the cache and passes it in; ``static``: generate builds (and reuses) its StaticCache."""
+    results = []
+    for m in (model, eager):
+        kwargs = {"cache_implementation": "static"} if cache == "static" else {}
+        if cache == "user static":
+            kwargs["past_key_values"] = transformers.StaticCache(config=m.config, max_cache_len=ids.shape[1] + NEW_TOKENS + 2)
+        elif cache == "user dynamic":
+            kwargs["past_key_values"] = transformers.DynamicCache(config=m.config)
+        torch.manual_seed(seed)
+        out = m.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=sample, pad_token_id=0, return_dict_in_generate=True,
+                         attention_mask=torch.ones_like(ids), **kwargs)
+        results.append((out.sequences, kwargs.get("past_key_values", out.past_key_values)))
+    return results
+
+
+@pytest.mark.parametrize("name", sorted(FAMILY_CONFIGS))
+def test_generate_of_each_family_equals_eager_with_every_cache_in_two_compiles_per_cache_kind(enabled, name, caplog):
+    """One jitted forward per family for every call: the default DynamicCache, a DynamicCache the
+    user passes, cache_implementation="static" and a StaticCache the user builds, prompts of four
+    lengths in batches of 1, 2 and 3, greedy and sampled. After every call: eager's tokens and a
+    cache equal to eager's field by field. A DynamicCache and a StaticCache run different Python
+    (torch.cat against index_copy_, a mask as long as the cache), so each kind has its own
+    prefill and decode entry: 2 compiles for the dynamic kind, 2 more for the static kind, whatever
+    the lengths, batches and steps."""
+    model, eager = family(name)
     model.forward = thunder.jit(model.forward, cache=SYMBOLIC)
-    for seed, (length, batch, sample) in enumerate(((5, 1, False), (9, 3, False), (4, 2, True))):
+    seed = 0
+    for kinds in (("default", "user dynamic"), ("static", "user static")):
+        before = thunder.cache_misses(model.forward)
+        for i, (length, batch) in enumerate(CALLS):
+            cache, sample = kinds[i % 2], i == len(CALLS) - 1
+            ids = prompt(length, batch, seed)
+            with caplog.at_level(logging.INFO, logger="metatrace.recompiles"):
+                (got, got_cache), (want, want_cache) = generate_both(model, eager, ids, cache, sample, seed)
+            assert torch.equal(got, want), f"{cache} cache, prompt {length}, batch {batch}"
+            assert_caches_equal(got_cache, want_cache)
+            seed += 1
+        assert thunder.cache_misses(model.forward) - before == 2, kinds
+    # METATRACE_LOG=recompiles explains every miss after the first compile: the guard or the
+    # check of thunder's prologue that rejected each entry (a decode step's initialized cache,
+    # the static cache's 4-d mask), never an unexplained rejection
+    misses = [r.getMessage() for r in caplog.records if r.name == "metatrace.recompiles"]
+    assert len(misses) == 3
+    reasons = [line for m in misses for line in m.splitlines()[1:]]
+    assert all("guard failed" in line or "prologue check" in line for line in reasons), reasons
+
+
+def test_a_one_token_prompt_adds_its_own_prefill_entry_and_reuses_the_decode_entry(enabled, caplog):
+    """A prompt of 1 token takes another path in transformers' own code: sdpa_attention_forward's
+    ``is_causal = query.shape[2] > 1 and ...`` (and masking_utils' ``query_length == 1 or
+    kv_length == query_length``) decide on the prompt length, and a trace records one outcome, so
+    the prefill of 1 token is an entry of its own (torch.compile specializes a size of 1 too).
+    Its decode steps, whose cache holds 1 token, reuse the decode entry of longer prompts (cat's
+    meta guarded the cached length != 1 there) and the batch of 2 reuses batch 1's entries."""
+    model, eager = family("llama")
+    model.forward = thunder.jit(model.forward, cache=SYMBOLIC)
+    for seed, (length, batch) in enumerate(((4, 1), (1, 1), (1, 2), (5, 2))):
         ids = prompt(length, batch, seed)
-        outputs = []
-        for m in (model, eager):
-            torch.manual_seed(seed)
-            outputs.append(m.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=sample, pad_token_id=0,
-                                      attention_mask=torch.ones_like(ids)))
-        torch.testing.assert_close(outputs[0], outputs[1])
-    assert thunder.cache_misses(model.forward) == 2
+        with caplog.at_level(logging.INFO, logger="metatrace.recompiles"):
+            (got, got_cache), (want, want_cache) = generate_both(model, eager, ids, "default", False, seed)
+        assert torch.equal(got, want), f"prompt {length}, batch {batch}"
+        assert_caches_equal(got_cache, want_cache)
+    assert thunder.cache_misses(model.forward) == 3
+    # the misses: the first decode step (entry 0 is the prefill) and the 1-token prefill, whose
+    # log says the prefill entry's guard on the prompt length failed
+    misses = [r.getMessage() for r in caplog.records if r.name == "metatrace.recompiles"]
+    assert len(misses) == 2
+    assert "entry 0: guard failed" in misses[1]

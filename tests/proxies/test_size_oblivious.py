@@ -121,3 +121,34 @@ def test_a_batch_of_one_against_a_batch_of_n_still_broadcasts(enabled):
         fn(torch.randn(2, 4), torch.randn(3, 4))
     with pytest.raises(Exception):
         jf(torch.randn(2, 4), torch.randn(3, 4))
+
+
+def test_a_cache_grown_by_one_token_shares_one_entry_whatever_its_length(enabled):
+    # cat's meta checks ``sd == sad or d == dim`` for every dimension: on the cat dimension the
+    # two lengths were compared first and guarded different (past length != 1 for a decode step)
+    def fn(past, new):
+        return torch.cat([past, new], dim=2) * 2
+
+    new = torch.randn(2, 3, 1, 4)
+    assert _calls_share_one_entry(fn, [(torch.randn(2, 3, n, 4), new) for n in (4, 1, 6)]) == 1
+
+
+def test_keeping_the_last_k_positions_shares_one_entry_when_k_is_all_of_them(enabled):
+    # thunder's no-op shortcut compared the start T - k with 0: guarded k != T (a 1-token prompt,
+    # where generate keeps k == 1 of T == 1 positions, compiled its own prefill)
+    def fn(hidden, k):
+        return hidden[:, -k:, :] * 2
+
+    calls = [(torch.randn(2, t, 4), k) for t, k in ((4, 1), (1, 1), (5, 5), (6, 2))]
+    assert _calls_share_one_entry(fn, calls) == 1
+
+
+def test_a_symbolic_slice_still_clamps_squeezes_and_steps_as_eager(enabled):
+    def fn(x, i, j, s):
+        return x[i, j:, ::s], x[None, :j], x[..., -j:]
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for args in ((1, 0, 1), (0, 2, 2), (2, 9, 3), (-1, -2, 1)):
+        x = torch.randn(3, 4, 5)
+        for got, want in zip(jf(x, *args), fn(x, *args)):
+            torch.testing.assert_close(got, want)

@@ -144,6 +144,25 @@ def test_check_condition_is_a_condition():
     )
 
 
+def test_or_and_of_two_plain_comparisons_is_settled_by_either_operand():
+    golden(
+        ConditionTransformer,
+        "_mt.check(_mt.eq(sd, sad) or _mt.eq(d, dim), lambda: 'x')\nif _mt.lt(a.ndim, 1) and _mt.eq(b, -1):\n    pass\n",
+        "_mt.check(_mt.settled_first(True, _mt.eq(sd, sad), lambda: _mt.eq(d, dim)), lambda: 'x')\n"
+        "if _mt.settled_first(False, _mt.lt(a.ndim, 1), lambda: _mt.eq(b, -1)):\n    pass\n",
+    )
+
+
+def test_a_comparison_of_a_call_or_an_index_keeps_pythons_order():
+    # evaluating f(x) or xs[i] early could raise or have effects: only names, attributes, literals
+    golden(
+        ConditionTransformer,
+        "if _mt.eq(a, 0) or _mt.eq(f(x), 1):\n    pass\nif _mt.eq(a, 0) and _mt.eq(xs[i], 1):\n    pass\n",
+        "if _mt.truth(_mt.eq(a, 0)) or _mt.truth(_mt.eq(f(x), 1)):\n    pass\n"
+        "if _mt.truth(_mt.eq(a, 0)) and _mt.truth(_mt.eq(xs[i], 1)):\n    pass\n",
+    )
+
+
 # --- calls ----------------------------------------------------------------------------------
 
 
@@ -267,7 +286,7 @@ def test_pipeline_composes_all_rewrites():
         """\
         import thunder.core.utils as utils
         def new_length(start, stop, stride):
-            _mt.check(_mt.truth(_mt.le(start, stop)) and _mt.truth(_mt.ge(stride, 1)), lambda: "bad slice")
+            _mt.check(_mt.settled_first(False, _mt.le(start, stop), lambda: _mt.ge(stride, 1)), lambda: "bad slice")
             return _mt.max_(_mt.floordiv(_mt.sub(_mt.add(_mt.sub(stop, start), stride), 1), stride), 0)
         """
     )

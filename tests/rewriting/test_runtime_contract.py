@@ -197,6 +197,10 @@ def test_two_argument_helpers(name):
     assert _accepts(getattr(runtime, name), 2)
 
 
+def test_settled_first_takes_the_settling_value_an_operand_and_a_thunk():
+    assert _accepts(runtime.settled_first, 3)
+
+
 def test_iop_takes_name_and_two_operands():
     assert _accepts(runtime.iop, 3)
 
@@ -278,6 +282,13 @@ def test_boolean_operator_returns_the_operand_python_returns(op, recording):
 def test_boolean_operator_evaluates_its_right_operand_only_when_python_does(op, recording):
     # 1 // 0 raises exactly where Python evaluates the right operand
     assert mismatches(f"def f(a):\n    return a {op} 1 // 0\n", [(x,) for x in SINGLES]) == []
+
+
+@pytest.mark.parametrize("op", ["and", "or"])
+def test_a_condition_of_two_comparisons_decides_what_python_decides(op, recording):
+    samples = list(itertools.product(NUMBERS, [0, 1, 2.5]))
+    assert mismatches(f"def f(a, b):\n    return 1 if a < b {op} b == 1 else 0\n", samples) == []
+    assert "settled_first" in original_and_rewritten(f"def f(a, b):\n    return 1 if a < b {op} b == 1 else 0\n")[2]
 
 
 # Calls the renamer tables rewrite, and the concretizing reads: (parameters, expression, arguments to try).
