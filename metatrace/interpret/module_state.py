@@ -106,7 +106,7 @@ def _static_until_changed(value) -> bool:
         record.state_numbers[key] = now
     elif seen is not CHANGED and seen != now:
         record.state_numbers[key] = CHANGED
-        recompile_logger.info("[metatrace] %s changed from %s to %s since an earlier compile: symbolic from now on",
+        recompile_logger.info("%s changed from %s to %s since an earlier compile: symbolic from now on",
                               provenance.text(value.provenance), seen[1], now[1])
         return False
     return seen is not CHANGED
