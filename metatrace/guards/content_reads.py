@@ -73,9 +73,15 @@ class ContentReads:
 
     def note_call(self, fn: Any, args: tuple, kwargs: dict) -> None:
         """A call thunder's interpreter dispatches: ``fn`` unwrapped, ``args`` wrapped."""
-        containers = [a.value for a in (*args, *kwargs.values()) if type(getattr(a, "value", None)) in _WRITABLE]
-        if not containers or _reads_nothing(fn):
+        for a in args:  # (the hottest path of a compile: no allocation unless a container is passed)
+            if type(getattr(a, "value", None)) in _WRITABLE:
+                break
+        else:
+            if not kwargs or not any(type(getattr(v, "value", None)) in _WRITABLE for v in kwargs.values()):
+                return
+        if _reads_nothing(fn):
             return
+        containers = [a.value for a in (*args, *kwargs.values()) if type(getattr(a, "value", None)) in _WRITABLE]
         if _only_writes(fn) and args and type(getattr(args[0], "value", None)) in _WRITABLE:
             containers = containers[1:]  # the target
         for c in containers:

@@ -76,6 +76,7 @@ def _interpreted(py_fn):
 
 
 _WATCHED = (list, dict, set)
+_INITIALIZERS = frozenset({list.__init__, dict.__init__, set.__init__})
 
 
 def fingerprints(fn: Any, args: tuple) -> list | None:
@@ -83,6 +84,8 @@ def fingerprints(fn: Any, args: tuple) -> list | None:
     items' identities; None when ``fn`` is not C code or gets no container."""
     if not is_opaque(fn):
         return None
+    if fn in _INITIALIZERS:
+        args = args[1:]  # (``set(names)``: the new object is the one initialized)
     found = [c for a in args if type(c := unwrap(a)) in _WATCHED]
     return [(c, _fingerprint(c)) for c in found] or None
 

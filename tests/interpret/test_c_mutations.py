@@ -106,3 +106,12 @@ def test_a_store_of_an_iterator_the_trace_made_is_replayed(enabled, name):
         x = torch.ones(n)
         torch.testing.assert_close(jf(x, mine), fn(x, theirs))
         assert mine == theirs
+
+
+def test_building_a_container_from_a_list_argument_follows_eager(enabled):
+    def fn(x, names):
+        return x * len(set(names)) + len(list(names)) + len(dict(zip(names, names)))
+
+    jf = thunder.jit(fn, cache="symbolic values")
+    for names in (["a", "b", "a"], ["a", "b", "c", "d"]):
+        torch.testing.assert_close(jf(torch.ones(2), names), fn(torch.ones(2), names))
