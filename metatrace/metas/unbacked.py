@@ -14,10 +14,10 @@ computed from unbacked sizes with ``+`` and ``*`` of nonnegative operands are no
 tagged too (``n * 4``, a tensor's element count). torch's size-oblivious rules
 (``guard_size_oblivious``, torch/fx/experimental/symbolic_shapes.py) decide ``n == 1``
 False at the sites where the answer for ``n = 0`` or ``1`` takes the same path as
-for any other ``n`` (broadcasting two sizes that are the same symbol); here those sites are listed
-by function (:data:`_OBLIVIOUS_SITES`), and everywhere else such a decision is not made: the caller
-reports it to the guard collector, which raises ``DataDependentError`` naming the value and the op
-that read it. A decision on an unbacked size never becomes a prologue guard (the prologue cannot
+for any other ``n`` (broadcasting two sizes that are the same symbol); here each such site says so
+while it runs (:func:`size_oblivious`, :data:`THUNDER_SITES`), and everywhere else such a decision
+is not made: the caller reports it to the guard collector, which raises ``DataDependentError``
+naming the value and the op that read it. A decision on an unbacked size never becomes a prologue guard (the prologue cannot
 see the value).
 """
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import operator
-import sys
 import weakref
 from numbers import Number
 
@@ -186,61 +185,76 @@ _EVALUATE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": oper
              "ge": operator.ge}
 _SWAP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
-# thunder functions where a decision on an unbacked size n is size-oblivious, as in torch
-# (``guard_size_oblivious``): the path taken for the answer given also gives eager's result for
-# the values of n it excludes, or asks a later decision on n that is not made. (file, function)
-# -> {(op, constant): the answer for ``n <op> constant``}.
+# Where a decision on an unbacked size n is size-oblivious, as in torch (``guard_size_oblivious``):
+# the path taken for the answer given also gives eager's result for the values of n it excludes,
+# or asks a later decision on n that is not made. Each site says so itself while it runs
+# (:func:`size_oblivious`, setting ``compile_context.SIZE_OBLIVIOUS``); nothing reads the stack.
+# Site -> {(op, constant): the answer for ``n <op> constant``}.
 _NOT_ONE = {("eq", 1): False, ("ne", 1): True}
-_OBLIVIOUS_SITES = {
+_NOT_ZERO = {("eq", 0): False, ("ne", 0): True}
+
+# thunder's functions, by the dotted name of their definition: entered through the Patch rows of
+# ``metatrace.metas.oblivious_sites`` (which resolve each at enable()), and metatrace's own copies
+# of them (``metatrace.proxies.size_oblivious``).
+THUNDER_SITES = {
     # ``common_shape[idx] == 1`` then ``shape[idx] == 1 or common_shape[idx] == shape[idx]``: for
     # n != 1 the result is n only where the other size is the same n (reflexive), which is n for
     # every n; any other size needs a decision on n that is not made
-    ("thunder/clang/utils.py", "compute_broadcast_shape"): _NOT_ONE,
-    ("metatrace/proxies/size_oblivious.py", "compute_broadcast_shape"): _NOT_ONE,  # its copy
+    "thunder.clang.utils.compute_broadcast_shape": _NOT_ONE,
     # ``requested_length == x or x == 1 or requested_length == -1``: reached for n only when the
     # requested length is not the same symbol; n == 1 False leaves ``requested == -1``, which keeps n
-    ("thunder/clang/utils.py", "expand_impl"): _NOT_ONE,
-    ("metatrace/proxies/size_oblivious.py", "expand_impl"): _NOT_ONE,  # its copy (literal 1s unchecked)
-    # ``if not same_shape(x.shape, common_shape): expand``: expanding a size 1 to the same size 1
-    # is the tensor itself, so answering n != 1 takes a path that is right for n = 1 too
-    ("thunder/clang/utils.py", "_maybe_broadcast"): _NOT_ONE,
-    # the rewritten prims.broadcast_in_dim meta's check ``original_length == 1 or shape[idx] ==
-    # original_length``: for n != 1 it holds only where the target is the same n, which is valid for
-    # every n (the codegen's metas.py in the cache directory)
-    ("/metas.py", "broadcast_in_dim_meta"): _NOT_ONE,
-    # its grad rule's ``unit_dims`` (dims of length 1 are summed): the target of an unbacked n is
-    # that same n (the meta's check above), so no sum is needed for any n, 1 included
-    ("thunder/core/transforms.py", "_broadcast_in_dim_prim_grad"): _NOT_ONE,
+    "thunder.clang.utils.expand_impl": _NOT_ONE,
+    # its nested ``_maybe_broadcast``: ``if not same_shape(x.shape, common_shape): expand``:
+    # expanding a size 1 to the same size 1 is the tensor itself, so answering n != 1 takes a path
+    # that is right for n = 1 too
+    "thunder.clang.utils.maybe_broadcast_impl": _NOT_ONE,
+    # prims.broadcast_in_dim's grad rule's ``unit_dims`` (dims of length 1 are summed): the target
+    # of an unbacked n is that same n (the meta's check, below), so no sum is needed for any n
+    "thunder.core.transforms._broadcast_in_dim_prim_grad": _NOT_ONE,
     # ``if start >= length: start = stop = 0`` for a slice starting at 0 (``t[:, 0]``): for n = 0
     # the slice that follows is ``0:n``, empty as well (any other stop asks ``stop >= n``)
-    ("thunder/clang/__init__.py", "_basic_indexing"): {("le", 0): False, ("gt", 0): True},
-    # a reduction without an identity (amax, argmax) checks that no reduced size is 0, and
-    # argmax's meta asks ``a.shape[dim] == 0`` to raise: for n = 0 torch's kernel raises at run
-    # time as eager does, for any other n the check holds
-    ("thunder/torch/__init__.py", "_reduction"): {("ne", 0): True, ("eq", 0): False},
-    ("/metas.py", "_argmin_argmax_meta"): {("eq", 0): False, ("ne", 0): True},
-    # ``not (a.shape[dim] == 0 and index.numel > 0)``: indexing an empty dimension with a
-    # nonempty index; for n = 0 torch's index_select checks every index at run time
-    ("/metas.py", "take_meta"): {("eq", 0): False, ("ne", 0): True},
+    "thunder.clang._basic_indexing": {("le", 0): False, ("gt", 0): True},
+    # a reduction without an identity (amax, argmax) checks that no reduced size is 0: for n = 0
+    # torch's kernel raises at run time as eager does, for any other n the check holds
+    "thunder.torch._reduction": _NOT_ZERO,
     # ``g.numel() <= 1 or g.shape[dim] == 1``: flip, cumsum, flip is eager's gradient for 0 and 1
     # elements as well
-    ("thunder/core/transforms.py", "cumsum_backward"): {("le", 1): False, ("gt", 1): True, ("eq", 1): False},
+    "thunder.core.transforms.cumsum_backward": {("le", 1): False, ("gt", 1): True, ("eq", 1): False},
     # ``a.numel == 0`` takes exp(a) alone; the other path subtracts the max first, which for an
     # empty tensor is empty too unless the max reduces the empty dimension (torch's amax raises
     # at run time there: an error, never a wrong value)
-    ("thunder/torch/__init__.py", "_softmax"): {("eq", 0): False, ("ne", 0): True},
+    "thunder.torch._softmax": _NOT_ZERO,
 }
 
+# The rewritten prim metas (the codegen's metas.py), by function name: the generated code enters
+# the site around the meta's body (``rewrites.size_oblivious``, whose list must be these names).
+REWRITTEN_META_SITES = {
+    # ``original_length == 1 or shape[idx] == original_length``: for n != 1 it holds only where the
+    # target is the same n, which is valid for every n
+    "broadcast_in_dim_meta": _NOT_ONE,
+    # argmax's ``a.shape[dim] == 0`` raises: for n = 0 torch raises at run time as eager does
+    "_argmin_argmax_meta": _NOT_ZERO,
+    # ``not (a.shape[dim] == 0 and index.numel > 0)``: indexing an empty dimension with a
+    # nonempty index; for n = 0 torch's index_select checks every index at run time
+    "take_meta": _NOT_ZERO,
+}
 
-def _oblivious_answer(op: str, c, limit: int = 12) -> bool | None:
-    frame = sys._getframe(2)
-    while frame is not None and limit:
-        code = frame.f_code
-        for (path, name), answers in _OBLIVIOUS_SITES.items():
-            if code.co_name == name and code.co_filename.endswith(path):
-                return answers.get((op, c))
-        frame, limit = frame.f_back, limit - 1
-    return None
+_SITES = {**THUNDER_SITES, **REWRITTEN_META_SITES}
+
+
+def size_oblivious(site: str):
+    """A context manager: decisions on unbacked sizes made while it is entered, in the site's
+    function or the functions it calls, are answered by ``site``'s table (a name of
+    :data:`THUNDER_SITES` or :data:`REWRITTEN_META_SITES`; an unknown name raises KeyError). A
+    site entered inside another replaces its answers until it exits."""
+    if site not in _SITES:
+        raise KeyError(f"{site!r} is not a size-oblivious site of metatrace.metas.unbacked")
+    return compile_context.SIZE_OBLIVIOUS.set_to(site)
+
+
+def _oblivious_answer(op: str, c) -> bool | None:
+    site = compile_context.SIZE_OBLIVIOUS.get()
+    return None if site is None else _SITES[site].get((op, c))
 
 
 def decide(op: str, a, b, functional: bool = False) -> bool | None:
