@@ -24,7 +24,6 @@ see the value).
 from __future__ import annotations
 
 import math
-import operator
 import weakref
 from numbers import Number
 
@@ -32,6 +31,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy
 
 from metatrace.state import compile_context
 from metatrace.metas import concretizations
+from metatrace.metas.relations import Relation
 from metatrace.state.weak_tables import IdentityTable
 
 
@@ -155,7 +155,7 @@ def _nonnegative(x) -> bool:
     if is_unbacked_size(x) or (type(x) is int and x >= 0):
         return True
     if isinstance(x, IntegerProxy) and type(x.value) is int and x.value >= 0:
-        concretizations.relation("ge", x, 0, True)
+        concretizations.relation(Relation.GE, x, 0, True)
         return True
     return False
 
@@ -171,27 +171,23 @@ def tag_of(op: str, *args) -> set | None:
     return {UNBACKED_SIZE} if result_is_size(op, *args) else None
 
 
-def _versus_constant(op: str, c) -> bool | None:
+def _versus_constant(op: Relation, c) -> bool | None:
     """``n <op> c`` for a nonnegative n with no value: True or False where every n >= 0 agrees,
     else None. An ordered relation is monotone in n, so n = 0 and n -> infinity bound it;
     ``==``/``!=`` are decided only for a c no n reaches (c < 0)."""
-    if op in ("eq", "ne"):
-        return (op == "ne") if c < 0 else None
-    at_zero, at_infinity = _EVALUATE[op](0, c), _EVALUATE[op](math.inf, c)
+    if not op.ordered:
+        return (op is Relation.NE) if c < 0 else None
+    at_zero, at_infinity = op.evaluate(0, c), op.evaluate(math.inf, c)
     return at_zero if at_zero == at_infinity else None
 
-
-_EVALUATE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
-             "ge": operator.ge}
-_SWAP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
 # Where a decision on an unbacked size n is size-oblivious, as in torch (``guard_size_oblivious``):
 # the path taken for the answer given also gives eager's result for the values of n it excludes,
 # or asks a later decision on n that is not made. Each site says so itself while it runs
 # (:func:`size_oblivious`, setting ``compile_context.SIZE_OBLIVIOUS``); nothing reads the stack.
 # Site -> {(op, constant): the answer for ``n <op> constant``}.
-_NOT_ONE = {("eq", 1): False, ("ne", 1): True}
-_NOT_ZERO = {("eq", 0): False, ("ne", 0): True}
+_NOT_ONE = {(Relation.EQ, 1): False, (Relation.NE, 1): True}
+_NOT_ZERO = {(Relation.EQ, 0): False, (Relation.NE, 0): True}
 
 # thunder's functions, by the dotted name of their definition: entered through the Patch rows of
 # ``metatrace.metas.oblivious_sites`` (which resolve each at enable()), and metatrace's own copies
@@ -213,13 +209,13 @@ THUNDER_SITES = {
     "thunder.core.transforms._broadcast_in_dim_prim_grad": _NOT_ONE,
     # ``if start >= length: start = stop = 0`` for a slice starting at 0 (``t[:, 0]``): for n = 0
     # the slice that follows is ``0:n``, empty as well (any other stop asks ``stop >= n``)
-    "thunder.clang._basic_indexing": {("le", 0): False, ("gt", 0): True},
+    "thunder.clang._basic_indexing": {(Relation.LE, 0): False, (Relation.GT, 0): True},
     # a reduction without an identity (amax, argmax) checks that no reduced size is 0: for n = 0
     # torch's kernel raises at run time as eager does, for any other n the check holds
     "thunder.torch._reduction": _NOT_ZERO,
     # ``g.numel() <= 1 or g.shape[dim] == 1``: flip, cumsum, flip is eager's gradient for 0 and 1
     # elements as well
-    "thunder.core.transforms.cumsum_backward": {("le", 1): False, ("gt", 1): True, ("eq", 1): False},
+    "thunder.core.transforms.cumsum_backward": {(Relation.LE, 1): False, (Relation.GT, 1): True, (Relation.EQ, 1): False},
     # ``a.numel == 0`` takes exp(a) alone; the other path subtracts the max first, which for an
     # empty tensor is empty too unless the max reduces the empty dimension (torch's amax raises
     # at run time there: an error, never a wrong value)
@@ -252,30 +248,31 @@ def size_oblivious(site: str):
     return compile_context.SIZE_OBLIVIOUS.set_to(site)
 
 
-def _oblivious_answer(op: str, c) -> bool | None:
+def _oblivious_answer(op: Relation, c) -> bool | None:
     site = compile_context.SIZE_OBLIVIOUS.get()
     return None if site is None else _SITES[site].get((op, c))
 
 
-def decide(op: str, a, b, functional: bool = False) -> bool | None:
+def decide(op: Relation | str, a, b, functional: bool = False) -> bool | None:
     """``a <op> b`` where an operand has no trace-time value: True or False where every value of
     its unbacked sizes gives that answer (or a size-oblivious site decides ``n == 1``), else None
     (not decidable: the caller reports it, and the guard collector raises DataDependentError).
-    ``op`` is one of eq, ne, lt, le, gt, ge; ``functional``: the decision is made on a functional
+    ``op``: a :class:`Relation` (or its name); ``functional``: the decision is made on a functional
     trace (``record_state.functional_trace``)."""
+    op = Relation(op)
     if (a is b and isinstance(a, IntegerProxy)) or _same_product(a, b) or _same_count(a, b, functional):
-        return op in ("eq", "le", "ge")
+        return op.reflexive
     if not is_unbacked_size(a):
-        if is_unbacked_size(b) and op in _SWAP:
-            return decide(_SWAP[op], b, a, functional)
+        if is_unbacked_size(b):
+            return decide(op.swapped(), b, a, functional)
         return None
     if (zero := _zero_size_of_counted(a)) is not None:
         # a counts the elements of an empty tensor: a is 0 as long as that size is (guarded)
         vb = b.value if isinstance(b, NumberProxy) else b
         if vb is None or isinstance(vb, bool) or not isinstance(vb, Number):
             return None
-        answer = _EVALUATE[op](0, vb)
-        concretizations.relation("eq", zero, 0, True)
+        answer = op.evaluate(0, vb)
+        concretizations.relation(Relation.EQ, zero, 0, True)
         if isinstance(b, NumberProxy):
             concretizations.relation(op, 0, b, answer)
         return answer

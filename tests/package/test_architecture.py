@@ -508,3 +508,20 @@ def test_size_decisions_read_no_frame():
         if isinstance(node, ast.Attribute) and node.attr in _FRAME_READS
     )
     assert found == []
+
+
+# Relations are typed (issue 39): the size decisions and the guard simplifier compare
+# ``metatrace.metas.relations.Relation`` members, not the strings that name them.
+_RELATION_TEXTS = {"eq", "ne", "lt", "le", "gt", "ge", "==", "!=", "<", "<=", ">", ">="}
+TYPED_RELATIONS = ("metas/unbacked.py", "guards/simplify")
+
+
+def test_relations_are_not_named_by_strings():
+    found = []
+    for where in TYPED_RELATIONS:
+        for p in [PACKAGE / where] if where.endswith(".py") else sorted((PACKAGE / where).rglob("*.py")):
+            tree = ast.parse(p.read_text(encoding="utf-8"))
+            docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+            found += [f"{p.relative_to(PACKAGE)}:{node.lineno} {node.value!r}" for node in ast.walk(tree)
+                      if isinstance(node, ast.Constant) and node.value in _RELATION_TEXTS and id(node) not in docstrings]
+    assert found == []
