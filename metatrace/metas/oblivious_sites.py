@@ -28,7 +28,8 @@ from metatrace.errors import MetatraceError
 from metatrace.metas import unbacked
 from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
 
-_WHY = "a size-oblivious site: decisions on sizes read from tensor data get the site's answers (metas.unbacked.THUNDER_SITES)"
+_WHY = ("a size-oblivious site: decisions on sizes read from tensor data get the site's answers "
+        "(metas.unbacked.THUNDER_SITES)")
 
 # Functions whose size-oblivious decisions are made in a nested function, by the nested
 # function's name: checked to be among the outer code's constants.
@@ -63,7 +64,7 @@ def site_code(site: str) -> types.CodeType:
     code = _function(site).__code__
     module_name, _, name = site.rpartition(".")
     path = module_name.replace(".", "/")
-    if code.co_name != name or not (code.co_filename.endswith(f"{path}.py") or code.co_filename.endswith(f"{path}/__init__.py")):
+    if code.co_name != name or not code.co_filename.endswith((f"{path}.py", f"{path}/__init__.py")):
         raise _moved(site, f"is now {code.co_name} in {code.co_filename}")
     nested = _NESTED.get(site)
     if nested is not None and not any(isinstance(c, types.CodeType) and c.co_name == nested for c in code.co_consts):

@@ -17,8 +17,8 @@ False at the sites where the answer for ``n = 0`` or ``1`` takes the same path a
 for any other ``n`` (broadcasting two sizes that are the same symbol); here each such site says so
 while it runs (:func:`size_oblivious`, :data:`THUNDER_SITES`), and everywhere else such a decision
 is not made: the caller reports it to the guard collector, which raises ``DataDependentError``
-naming the value and the op that read it. A decision on an unbacked size never becomes a prologue guard (the prologue cannot
-see the value).
+naming the value and the op that read it. A decision on an unbacked size never becomes a prologue
+guard (the prologue cannot see the value).
 """
 
 from __future__ import annotations
@@ -215,7 +215,9 @@ THUNDER_SITES = {
     "thunder.torch._reduction": _NOT_ZERO,
     # ``g.numel() <= 1 or g.shape[dim] == 1``: flip, cumsum, flip is eager's gradient for 0 and 1
     # elements as well
-    "thunder.core.transforms.cumsum_backward": {(Relation.LE, 1): False, (Relation.GT, 1): True, (Relation.EQ, 1): False},
+    "thunder.core.transforms.cumsum_backward": {
+        (Relation.LE, 1): False, (Relation.GT, 1): True, (Relation.EQ, 1): False,
+    },
     # ``a.numel == 0`` takes exp(a) alone; the other path subtracts the max first, which for an
     # empty tensor is empty too unless the max reduces the empty dimension (torch's amax raises
     # at run time there: an error, never a wrong value)

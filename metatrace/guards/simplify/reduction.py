@@ -326,9 +326,11 @@ def _output(rels: list[Rel], ranges: dict, strict: dict, sizes: set[str], leaf_n
         if a_shown is not None and b_shown is not None:
             parts = (pconst(a), Relation.LE.symbol, x, Relation.LE.symbol, pconst(b))
         elif a_shown is not None:  # as written: flag > 5, T >= 2
-            parts = (x, Relation.GT.symbol, pconst(a - 1)) if strict.get(name, (False,))[0] else (x, Relation.GE.symbol, pconst(a))
+            strictly = strict.get(name, (False,))[0]
+            parts = (x, Relation.GT.symbol, pconst(a - 1)) if strictly else (x, Relation.GE.symbol, pconst(a))
         else:
-            parts = (x, Relation.LT.symbol, pconst(b + 1)) if strict.get(name, (False, False))[1] else (x, Relation.LE.symbol, pconst(b))
+            strictly = strict.get(name, (False, False))[1]
+            parts = (x, Relation.LT.symbol, pconst(b + 1)) if strictly else (x, Relation.LE.symbol, pconst(b))
         out.append(((1, node.key), parts))
     for r in kept:
         if r.solved:
