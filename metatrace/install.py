@@ -31,8 +31,8 @@ from metatrace.interpret import (
 from metatrace.mutations import record as mutation_records, replay as mutation_replay, returned_objects
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants
 from metatrace.metas import (
-    custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, python_executor, raising_symbols,
-    torch_decompositions, torch_executor_fixes, torch_metas,
+    custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, oblivious_sites, python_executor,
+    raising_symbols, torch_decompositions, torch_executor_fixes, torch_metas,
 )
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
@@ -128,7 +128,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
     register (prims of the python executor), and later rows wrap some metas again. Then the
     pipeline: interpreting the function, symbolic numbers, torch-level metas and the python
     executor, the prologue's guard operators, the grad transform, the executor passes, the
-    collector's pacing over those phases, torch.compile."""
+    collector's pacing over those phases, torch.compile; last, the size-oblivious sites."""
     return (
         lambda: _prim_meta_patches(loaded, force_fallback),
         lambda: _executor_meta_patches({id(row.target) for row in applied}),
@@ -194,6 +194,9 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         thunderfx.patches,
         # jm.generate: a jitted module's methods that call forward run the compiled one
         module_methods.patches,
+        # thunder's size-oblivious sites enter themselves: every reference to them is wrapped, last,
+        # so that each wraps what the rows above installed there (metatrace's copies included)
+        oblivious_sites.patches,
     )
 
 

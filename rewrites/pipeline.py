@@ -1,8 +1,9 @@
 """Applies every rewrite, in order, to source text.
 
-Order matters in two places: the call renamers run first, while callee names still resolve to
-their qualified names; the conditions pass runs last, because it recognises ``_mt.check`` (from
-the checks pass) and ``_mt.truth`` calls. Everything here is source to source: no thunder import.
+Order matters in three places: the call renamers run first, while callee names still resolve to
+their qualified names; the conditions pass runs after the others, because it recognises
+``_mt.check`` (from the checks pass) and ``_mt.truth`` calls; the size-oblivious sites pass runs
+last, matching the checks the conditions pass wrote. Everything here is source to source: no thunder import.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rewrites.comparisons import ComparisonTransformer
 from rewrites.concretize import ConcretizingCallTransformer, SubscriptIndexTransformer, ValueAttributeTransformer
 from rewrites.conditions import ConditionTransformer
 from rewrites.call_renamer import merged
+from rewrites.size_oblivious import SizeObliviousSiteTransformer
 from rewrites.unsupported import Finding, find_unsupported
 
 # Renamers share one qualified-name resolution (the costly part), so they run as one pass.
@@ -27,7 +29,8 @@ CALL_RENAMERS = (CheckCallTransformer, BuiltinCallTransformer, ConcretizingCallT
 CallRenamers = merged(*CALL_RENAMERS)
 # Then the structural rewrites, which need no metadata. Rewrites that handle disjoint node types
 # share one traversal (each tree walk costs a few hundred milliseconds on prims.py); the
-# conditions pass must see the others' output, so it runs last on its own.
+# conditions pass must see the others' output, so it runs after them on its own; the size-oblivious
+# sites pass matches the conditions pass's output (and touches only the metas it lists).
 
 
 class _ExpressionRewrites(SubscriptIndexTransformer, ComparisonTransformer, ArithmeticTransformer):
@@ -38,6 +41,7 @@ STRUCTURAL_TRANSFORMERS: tuple[type[cst.CSTTransformer], ...] = (
     ValueAttributeTransformer,
     _ExpressionRewrites,
     ConditionTransformer,
+    SizeObliviousSiteTransformer,
 )
 
 

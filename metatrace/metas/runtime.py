@@ -257,8 +257,6 @@ def truth(x) -> bool:
     if type(x) is bool:
         return x
     if isinstance(x, SymBool):
-        if x.value is not None and (answer := settled_checks.settled(x.op, x.lhs, x.rhs, depth=1)) is not None:
-            return answer
         concretizations.relation(x.op, x.lhs, x.rhs, x.value)
         if x.value is None:  # (the guard collector raised DataDependentError if one listens)
             raise unbacked.undecided(x.op, x.lhs, x.rhs)
@@ -338,6 +336,12 @@ def not_contains(container, item) -> bool:
 def check(cond, *args, **kwargs) -> None:
     """thunder's ``check``: same error type and lazy message, with the condition guarded."""
     baseutils.check(truth(cond), *args, **kwargs)
+
+
+# The size-oblivious sites of the rewritten metas (``rewrites.size_oblivious``): the meta's body
+# runs inside ``with size_oblivious("<meta name>"):``; its broadcast check calls ``one_or_same``.
+size_oblivious = unbacked.size_oblivious
+one_or_same = settled_checks.one_or_same
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,49 +8,32 @@ another), splitting the cache between batch 1 and batch n where the trace is the
 first operand is answered without a guard: from the size's value where the target is the same
 symbol (the check passes whatever it says), False where the target is another symbol of the same
 value (the check then guards their equality, which holds for 1 as well): torch's size-oblivious
-treatment of 1 (``guard_size_oblivious``) for backed sizes at this one site.
+treatment of 1 (``guard_size_oblivious``) for backed sizes.
 
-Sites, by the generated meta's function name -> the answer read from its frame's locals (None: a
-guard decides as usual): listed one by one, since each needs its own reading of the code.
+The generated code calls :func:`one_or_same` at the check itself (``rewrites.size_oblivious``
+finds the check in the metas it lists, and fails the generation where it no longer finds it): the
+site, its size and its target are the call's arguments.
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 
 from thunder.core.proxies import NumberProxy
 
-
-def _broadcast_to_the_size(local: dict, size) -> bool | None:
-    """``original_length == 1 or shape[idx] == original_length``: with the target the same symbol
-    the check holds (no guard, any answer); with another symbol of the same value the answer is
-    False, so the check asks the equality of the two (a relational guard, right for 1 as well)."""
-    shape, idx = local.get("shape"), local.get("idx")
-    if local.get("original_length") is not size:
-        return None
-    try:
-        target = shape[idx]
-    except (TypeError, IndexError, KeyError):
-        return None
-    if target is size:
-        return size.value == 1
-    if isinstance(target, NumberProxy) and type(target.value) is int and target.value == size.value:
-        return False
-    return None
+from metatrace.metas import concretizations
 
 
-_SITES = {"broadcast_in_dim_meta": _broadcast_to_the_size}
-
-
-def settled(op: str, lhs, rhs, depth: int = 1) -> bool | None:
-    """The answer, given without a guard, to ``lhs <op> rhs`` (made in the rewritten meta running
-    ``depth`` frames above the caller) where it is the first operand of a check whose outcome it
-    cannot change; else None. The caller's frame is read only for ``n == 1`` (every decision of
-    every meta passes here)."""
-    if op != "eq" or type(rhs) is not int or rhs != 1 or not isinstance(lhs, NumberProxy):
-        return None
-    frame = sys._getframe(depth + 1)
-    site = _SITES.get(frame.f_code.co_name)
-    if site is None or not frame.f_code.co_filename.endswith("/metas.py"):
-        return None
-    return site(frame.f_locals, lhs)
+def one_or_same(size, target: Callable, as_written: Callable) -> bool:
+    """``size == 1 or target() == size``: True with no guard where the target is ``size`` itself
+    (the check holds for every value); where it is another symbol of the same value, True with
+    the guard ``target == size`` alone (``size == 1`` answered False, no guard: the equality holds
+    for 1 as well); elsewhere ``as_written()``, the check as the rewritten meta evaluates it."""
+    if isinstance(size, NumberProxy) and size.value is not None:
+        other = target()
+        if other is size:
+            return True
+        if isinstance(other, NumberProxy) and type(other.value) is int and other.value == size.value:
+            concretizations.relation("eq", other, size, True)
+            return True
+    return as_written()

@@ -14,18 +14,16 @@ computed from unbacked sizes with ``+`` and ``*`` of nonnegative operands are no
 tagged too (``n * 4``, a tensor's element count). torch's size-oblivious rules
 (``guard_size_oblivious``, torch/fx/experimental/symbolic_shapes.py) decide ``n == 1``
 False at the sites where the answer for ``n = 0`` or ``1`` takes the same path as
-for any other ``n`` (broadcasting two sizes that are the same symbol); here those sites are listed
-by function (:data:`_OBLIVIOUS_SITES`), and everywhere else such a decision is not made: the caller
-reports it to the guard collector, which raises ``DataDependentError`` naming the value and the op
-that read it. A decision on an unbacked size never becomes a prologue guard (the prologue cannot
-see the value).
+for any other ``n`` (broadcasting two sizes that are the same symbol); here each such site says so
+while it runs (:func:`size_oblivious`, :data:`THUNDER_SITES`), and everywhere else such a decision
+is not made: the caller reports it to the guard collector, which raises ``DataDependentError``
+naming the value and the op that read it. A decision on an unbacked size never becomes a prologue
+guard (the prologue cannot see the value).
 """
 
 from __future__ import annotations
 
 import math
-import operator
-import sys
 import weakref
 from numbers import Number
 
@@ -33,6 +31,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy
 
 from metatrace.state import compile_context
 from metatrace.metas import concretizations
+from metatrace.metas.relations import Relation
 from metatrace.state.weak_tables import IdentityTable
 
 
@@ -156,7 +155,7 @@ def _nonnegative(x) -> bool:
     if is_unbacked_size(x) or (type(x) is int and x >= 0):
         return True
     if isinstance(x, IntegerProxy) and type(x.value) is int and x.value >= 0:
-        concretizations.relation("ge", x, 0, True)
+        concretizations.relation(Relation.GE, x, 0, True)
         return True
     return False
 
@@ -172,96 +171,110 @@ def tag_of(op: str, *args) -> set | None:
     return {UNBACKED_SIZE} if result_is_size(op, *args) else None
 
 
-def _versus_constant(op: str, c) -> bool | None:
+def _versus_constant(op: Relation, c) -> bool | None:
     """``n <op> c`` for a nonnegative n with no value: True or False where every n >= 0 agrees,
     else None. An ordered relation is monotone in n, so n = 0 and n -> infinity bound it;
     ``==``/``!=`` are decided only for a c no n reaches (c < 0)."""
-    if op in ("eq", "ne"):
-        return (op == "ne") if c < 0 else None
-    at_zero, at_infinity = _EVALUATE[op](0, c), _EVALUATE[op](math.inf, c)
+    if not op.ordered:
+        return (op is Relation.NE) if c < 0 else None
+    at_zero, at_infinity = op.evaluate(0, c), op.evaluate(math.inf, c)
     return at_zero if at_zero == at_infinity else None
 
 
-_EVALUATE = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
-             "ge": operator.ge}
-_SWAP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+# Where a decision on an unbacked size n is size-oblivious, as in torch (``guard_size_oblivious``):
+# the path taken for the answer given also gives eager's result for the values of n it excludes,
+# or asks a later decision on n that is not made. Each site says so itself while it runs
+# (:func:`size_oblivious`, setting ``compile_context.SIZE_OBLIVIOUS``); nothing reads the stack.
+# Site -> {(op, constant): the answer for ``n <op> constant``}.
+_NOT_ONE = {(Relation.EQ, 1): False, (Relation.NE, 1): True}
+_NOT_ZERO = {(Relation.EQ, 0): False, (Relation.NE, 0): True}
 
-# thunder functions where a decision on an unbacked size n is size-oblivious, as in torch
-# (``guard_size_oblivious``): the path taken for the answer given also gives eager's result for
-# the values of n it excludes, or asks a later decision on n that is not made. (file, function)
-# -> {(op, constant): the answer for ``n <op> constant``}.
-_NOT_ONE = {("eq", 1): False, ("ne", 1): True}
-_OBLIVIOUS_SITES = {
+# thunder's functions, by the dotted name of their definition: entered through the Patch rows of
+# ``metatrace.metas.oblivious_sites`` (which resolve each at enable()), and metatrace's own copies
+# of them (``metatrace.proxies.size_oblivious``).
+THUNDER_SITES = {
     # ``common_shape[idx] == 1`` then ``shape[idx] == 1 or common_shape[idx] == shape[idx]``: for
     # n != 1 the result is n only where the other size is the same n (reflexive), which is n for
     # every n; any other size needs a decision on n that is not made
-    ("thunder/clang/utils.py", "compute_broadcast_shape"): _NOT_ONE,
-    ("metatrace/proxies/size_oblivious.py", "compute_broadcast_shape"): _NOT_ONE,  # its copy
+    "thunder.clang.utils.compute_broadcast_shape": _NOT_ONE,
     # ``requested_length == x or x == 1 or requested_length == -1``: reached for n only when the
     # requested length is not the same symbol; n == 1 False leaves ``requested == -1``, which keeps n
-    ("thunder/clang/utils.py", "expand_impl"): _NOT_ONE,
-    ("metatrace/proxies/size_oblivious.py", "expand_impl"): _NOT_ONE,  # its copy (literal 1s unchecked)
-    # ``if not same_shape(x.shape, common_shape): expand``: expanding a size 1 to the same size 1
-    # is the tensor itself, so answering n != 1 takes a path that is right for n = 1 too
-    ("thunder/clang/utils.py", "_maybe_broadcast"): _NOT_ONE,
-    # the rewritten prims.broadcast_in_dim meta's check ``original_length == 1 or shape[idx] ==
-    # original_length``: for n != 1 it holds only where the target is the same n, which is valid for
-    # every n (the codegen's metas.py in the cache directory)
-    ("/metas.py", "broadcast_in_dim_meta"): _NOT_ONE,
-    # its grad rule's ``unit_dims`` (dims of length 1 are summed): the target of an unbacked n is
-    # that same n (the meta's check above), so no sum is needed for any n, 1 included
-    ("thunder/core/transforms.py", "_broadcast_in_dim_prim_grad"): _NOT_ONE,
+    "thunder.clang.utils.expand_impl": _NOT_ONE,
+    # its nested ``_maybe_broadcast``: ``if not same_shape(x.shape, common_shape): expand``:
+    # expanding a size 1 to the same size 1 is the tensor itself, so answering n != 1 takes a path
+    # that is right for n = 1 too
+    "thunder.clang.utils.maybe_broadcast_impl": _NOT_ONE,
+    # prims.broadcast_in_dim's grad rule's ``unit_dims`` (dims of length 1 are summed): the target
+    # of an unbacked n is that same n (the meta's check, below), so no sum is needed for any n
+    "thunder.core.transforms._broadcast_in_dim_prim_grad": _NOT_ONE,
     # ``if start >= length: start = stop = 0`` for a slice starting at 0 (``t[:, 0]``): for n = 0
     # the slice that follows is ``0:n``, empty as well (any other stop asks ``stop >= n``)
-    ("thunder/clang/__init__.py", "_basic_indexing"): {("le", 0): False, ("gt", 0): True},
-    # a reduction without an identity (amax, argmax) checks that no reduced size is 0, and
-    # argmax's meta asks ``a.shape[dim] == 0`` to raise: for n = 0 torch's kernel raises at run
-    # time as eager does, for any other n the check holds
-    ("thunder/torch/__init__.py", "_reduction"): {("ne", 0): True, ("eq", 0): False},
-    ("/metas.py", "_argmin_argmax_meta"): {("eq", 0): False, ("ne", 0): True},
-    # ``not (a.shape[dim] == 0 and index.numel > 0)``: indexing an empty dimension with a
-    # nonempty index; for n = 0 torch's index_select checks every index at run time
-    ("/metas.py", "take_meta"): {("eq", 0): False, ("ne", 0): True},
+    "thunder.clang._basic_indexing": {(Relation.LE, 0): False, (Relation.GT, 0): True},
+    # a reduction without an identity (amax, argmax) checks that no reduced size is 0: for n = 0
+    # torch's kernel raises at run time as eager does, for any other n the check holds
+    "thunder.torch._reduction": _NOT_ZERO,
     # ``g.numel() <= 1 or g.shape[dim] == 1``: flip, cumsum, flip is eager's gradient for 0 and 1
     # elements as well
-    ("thunder/core/transforms.py", "cumsum_backward"): {("le", 1): False, ("gt", 1): True, ("eq", 1): False},
+    "thunder.core.transforms.cumsum_backward": {
+        (Relation.LE, 1): False, (Relation.GT, 1): True, (Relation.EQ, 1): False,
+    },
     # ``a.numel == 0`` takes exp(a) alone; the other path subtracts the max first, which for an
     # empty tensor is empty too unless the max reduces the empty dimension (torch's amax raises
     # at run time there: an error, never a wrong value)
-    ("thunder/torch/__init__.py", "_softmax"): {("eq", 0): False, ("ne", 0): True},
+    "thunder.torch._softmax": _NOT_ZERO,
 }
 
+# The rewritten prim metas (the codegen's metas.py), by function name: the generated code enters
+# the site around the meta's body (``rewrites.size_oblivious``, whose list must be these names).
+REWRITTEN_META_SITES = {
+    # ``original_length == 1 or shape[idx] == original_length``: for n != 1 it holds only where the
+    # target is the same n, which is valid for every n
+    "broadcast_in_dim_meta": _NOT_ONE,
+    # argmax's ``a.shape[dim] == 0`` raises: for n = 0 torch raises at run time as eager does
+    "_argmin_argmax_meta": _NOT_ZERO,
+    # ``not (a.shape[dim] == 0 and index.numel > 0)``: indexing an empty dimension with a
+    # nonempty index; for n = 0 torch's index_select checks every index at run time
+    "take_meta": _NOT_ZERO,
+}
 
-def _oblivious_answer(op: str, c, limit: int = 12) -> bool | None:
-    frame = sys._getframe(2)
-    while frame is not None and limit:
-        code = frame.f_code
-        for (path, name), answers in _OBLIVIOUS_SITES.items():
-            if code.co_name == name and code.co_filename.endswith(path):
-                return answers.get((op, c))
-        frame, limit = frame.f_back, limit - 1
-    return None
+_SITES = {**THUNDER_SITES, **REWRITTEN_META_SITES}
 
 
-def decide(op: str, a, b, functional: bool = False) -> bool | None:
+def size_oblivious(site: str):
+    """A context manager: decisions on unbacked sizes made while it is entered, in the site's
+    function or the functions it calls, are answered by ``site``'s table (a name of
+    :data:`THUNDER_SITES` or :data:`REWRITTEN_META_SITES`; an unknown name raises KeyError). A
+    site entered inside another replaces its answers until it exits."""
+    if site not in _SITES:
+        raise KeyError(f"{site!r} is not a size-oblivious site of metatrace.metas.unbacked")
+    return compile_context.SIZE_OBLIVIOUS.set_to(site)
+
+
+def _oblivious_answer(op: Relation, c) -> bool | None:
+    site = compile_context.SIZE_OBLIVIOUS.get()
+    return None if site is None else _SITES[site].get((op, c))
+
+
+def decide(op: Relation | str, a, b, functional: bool = False) -> bool | None:
     """``a <op> b`` where an operand has no trace-time value: True or False where every value of
     its unbacked sizes gives that answer (or a size-oblivious site decides ``n == 1``), else None
     (not decidable: the caller reports it, and the guard collector raises DataDependentError).
-    ``op`` is one of eq, ne, lt, le, gt, ge; ``functional``: the decision is made on a functional
+    ``op``: a :class:`Relation` (or its name); ``functional``: the decision is made on a functional
     trace (``record_state.functional_trace``)."""
+    op = Relation(op)
     if (a is b and isinstance(a, IntegerProxy)) or _same_product(a, b) or _same_count(a, b, functional):
-        return op in ("eq", "le", "ge")
+        return op.reflexive
     if not is_unbacked_size(a):
-        if is_unbacked_size(b) and op in _SWAP:
-            return decide(_SWAP[op], b, a, functional)
+        if is_unbacked_size(b):
+            return decide(op.swapped(), b, a, functional)
         return None
     if (zero := _zero_size_of_counted(a)) is not None:
         # a counts the elements of an empty tensor: a is 0 as long as that size is (guarded)
         vb = b.value if isinstance(b, NumberProxy) else b
         if vb is None or isinstance(vb, bool) or not isinstance(vb, Number):
             return None
-        answer = _EVALUATE[op](0, vb)
-        concretizations.relation("eq", zero, 0, True)
+        answer = op.evaluate(0, vb)
+        concretizations.relation(Relation.EQ, zero, 0, True)
         if isinstance(b, NumberProxy):
             concretizations.relation(op, 0, b, answer)
         return answer

@@ -43,6 +43,7 @@ from thunder.core.proxies import NumberProxy
 from thunder.core.compile_data import using_symbolic_values
 
 from metatrace.metas.torch_metas import tracing
+from metatrace.metas.unbacked import size_oblivious
 from metatrace.patching import Patch, attribute
 
 # (thunder.clang's ``utils`` attribute is thunder.core.utils: the submodule by its full name)
@@ -80,7 +81,11 @@ def compute_broadcast_shape(*_shapes):
     """thunder's ``clang.utils.compute_broadcast_shape``, skipping a size that is the common size
     already (the same object), the first size at its position or a literal 1: for them thunder's
     decisions keep the common size, whatever its value; two symbols of equal value are guarded equal."""
-    shapes = tuple(x for x in _shapes if x is not None)
+    with size_oblivious("thunder.clang.utils.compute_broadcast_shape"):  # thunder's site, in its copy
+        return _common_shape(tuple(x for x in _shapes if x is not None))
+
+
+def _common_shape(shapes: tuple):
     if len(shapes) == 0:
         return None
     common_shape = [1] * max(len(shape) for shape in shapes)
@@ -163,7 +168,11 @@ def _reshape(original):
 def expand_impl(a, *shape, broadcast_prim):
     """thunder's ``clang.utils.expand_impl``, where a dimension of literal length 1 takes the
     requested length unchecked (any length is valid for it)."""
-    shape = utils.extract_shape_from_varargs(shape)
+    with size_oblivious("thunder.clang.utils.expand_impl"):  # thunder's site, in its copy
+        return _expanded(a, utils.extract_shape_from_varargs(shape), broadcast_prim)
+
+
+def _expanded(a, shape, broadcast_prim):
     utils.check(len(shape) >= len(a.shape), lambda: "expand: the requested shape has too few dimensions!")
     offset = len(shape) - len(a.shape)
     shape_ = list(shape)

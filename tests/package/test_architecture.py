@@ -214,7 +214,9 @@ def thunder_snapshot() -> dict[tuple[str, str], tuple[str, object]]:
     """(where, name) -> what is there, for every global of every loaded thunder module, every
     attribute of every class they define, the items of every dict or set they hold, the op maps of
     every executor, and the meta of every Symbol reachable from those. Labels as the Patch rows'
-    ``where`` (``metatrace.patching``)."""
+    ``where`` (``metatrace.patching``); a dict or set that several modules hold (``from
+    thunder.core.transforms import backward_impls``) is one location, named by the first module
+    holding it in import order."""
     import sys
 
     from thunder.core.symbol import Symbol
@@ -225,11 +227,16 @@ def thunder_snapshot() -> dict[tuple[str, str], tuple[str, object]]:
     where: dict[tuple[str, str], tuple[str, object]] = {}
     classes: dict[int, type] = {}
     symbols: dict[int, Symbol] = {}
+    containers: set[int] = set()
     for module_name, module in list(sys.modules.items()):
         if module is None or not (module_name == "thunder" or module_name.startswith("thunder.")):
             continue
         for name, value in list(vars(module).items()):
             where[(module_name, name)] = ("object", value)
+            if isinstance(value, (dict, set)):
+                if id(value) in containers:
+                    continue
+                containers.add(id(value))
             if isinstance(value, dict):
                 where[(f"{module_name}.{name}", "[]")] = ("items", dict(value))
             elif isinstance(value, set):
@@ -483,3 +490,38 @@ def test_no_test_folder_shadows_an_importable_package():
                        and (spec := importlib.util.find_spec(p.name)) is not None
                        and spec.origin is not None)
     assert shadowing == []
+
+
+# Reading the stack (a frame, its code, its locals) to decide something: a refactor of thunder's or
+# metatrace's files would change the answer. Size-oblivious decisions say where they are made
+# (issue 39): the rewritten metas enter their site in the generated code, thunder's functions
+# through Patch rows (metatrace.metas.oblivious_sites), metatrace's copies explicitly.
+_FRAME_READS = {"_getframe", "currentframe", "stack", "f_code", "f_back", "f_locals", "f_globals"}
+NO_FRAME_READS = ("metas", "proxies/size_oblivious.py")
+
+
+def test_size_decisions_read_no_frame():
+    found = sorted(
+        f"{p.relative_to(PACKAGE)}:{node.lineno} {node.attr}"
+        for where in NO_FRAME_READS for p in ([PACKAGE / where] if where.endswith(".py") else (PACKAGE / where).rglob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr in _FRAME_READS
+    )
+    assert found == []
+
+
+# Relations are typed (issue 39): the size decisions and the guard simplifier compare
+# ``metatrace.metas.relations.Relation`` members, not the strings that name them.
+_RELATION_TEXTS = {"eq", "ne", "lt", "le", "gt", "ge", "==", "!=", "<", "<=", ">", ">="}
+TYPED_RELATIONS = ("metas/unbacked.py", "guards/simplify")
+
+
+def test_relations_are_not_named_by_strings():
+    found = []
+    for where in TYPED_RELATIONS:
+        for p in [PACKAGE / where] if where.endswith(".py") else sorted((PACKAGE / where).rglob("*.py")):
+            tree = ast.parse(p.read_text(encoding="utf-8"))
+            docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+            found += [f"{p.relative_to(PACKAGE)}:{node.lineno} {node.value!r}" for node in ast.walk(tree)
+                      if isinstance(node, ast.Constant) and node.value in _RELATION_TEXTS and id(node) not in docstrings]
+    assert found == []

@@ -17,7 +17,7 @@ from thunder.core.proxies import NumberProxy
 from metatrace.guards.record import Guard, is_static_value
 from metatrace.guards.simplify.rendering import render
 from metatrace.metas import number_ops
-from metatrace.metas.number_ops import MIRROR, SYMBOLS
+from metatrace.metas.relations import Relation
 from metatrace.guards.simplify.polynomials import (  # noqa: F401  (re-exported: the algebra's data)
     ONE,
     ZERO,
@@ -60,14 +60,14 @@ def _floorfix_args(n: Node):
     atom = lambda e: e.atom() if isinstance(e, Poly) else None  # noqa: E731
     for first, second in ((0, 1), (1, 0)):
         x, y = atom(n.args[first]), n.args[second]
-        if x is None or x.op != "!=":
+        if x is None or x.op != Relation.NE.symbol:
             continue
         lhs, rhs = x.args
         inner = atom(lhs) if rhs == ZERO else atom(rhs) if lhs == ZERO else None
         if inner is None or inner.op != "int" or not isinstance(inner.args[0], Node) or inner.args[0].op != "fmod":
             continue
         a, b = inner.args[0].args
-        if isinstance(a, Poly) and isinstance(b, Poly) and y == build("!=", [build("signbit", [a]), build("signbit", [b])]):
+        if isinstance(a, Poly) and isinstance(b, Poly) and y == build(Relation.NE.symbol, [build("signbit", [a]), build("signbit", [b])]):
             return a, b
     return None
 
@@ -118,8 +118,7 @@ def _merge(d: dict, p: Poly) -> None:
 _EVAL: dict[str, Callable] = {op: row.evaluate for op, row in number_ops.BY_OP.items()}
 # The producers the prologue replays, as operations of this algebra.
 FROM_PRIM = {sym_id: row.op for sym_id, row in number_ops.REPLAYABLE.items()}
-_COMPARE = tuple(SYMBOLS.values())  # the comparison operations: "==", "!=", "<", ...
-MIRROR_SYMBOL = {SYMBOLS[rel]: SYMBOLS[mirror] for rel, mirror in MIRROR.items()}  # "<" -> ">": operands swapped
+_COMPARE = tuple(rel.symbol for rel in Relation)  # the comparison operations: "==", "!=", "<", ...
 DIVIDING = tuple(op for op, row in number_ops.BY_OP.items() if row.divides)  # need a divisor != 0
 FINITE = tuple(op for op, row in number_ops.BY_OP.items() if row.finite)  # need a finite float: int(x), ceil(x)
 BOOLEAN = frozenset(op for op, row in number_ops.BY_OP.items() if row.boolean)  # 0 or 1: comparisons, signbit...
@@ -195,7 +194,7 @@ def build(op: str, args: list) -> Expr:
     if op in DIVIDING:
         _require(args[1])
     if op == "**":  # 0 ** -1 raises
-        _require(build("|", [build("!=", [args[0], ZERO]), build(">=", [args[1], ZERO])]))
+        _require(build("|", [build(Relation.NE.symbol, [args[0], ZERO]), build(Relation.GE.symbol, [args[1], ZERO])]))
     if op in ("&", "|", "^"):  # a float operand raises TypeError
         for x in args:
             if x.typ != "int":
@@ -290,7 +289,7 @@ def _build_float(op: str, a: Expr) -> Expr:
 
 
 def _build_bool(op: str, a: Expr) -> Expr:
-    return build("!=", [a, ZERO])
+    return build(Relation.NE.symbol, [a, ZERO])
 
 
 def _build_signbit(op: str, a: Expr) -> Expr | None:
@@ -306,11 +305,13 @@ def _build_isfinite(op: str, a: Expr) -> Expr:
 
 
 def _build_comparison(op: str, a: Expr, b: Expr) -> Expr:
+    """A comparison node, its operation the relation's Python symbol (``"<"``: how it prints)."""
+    rel = Relation.of_symbol(op)
     if a.key > b.key:
-        a, b, op = b, a, MIRROR_SYMBOL[op]
+        a, b, rel = b, a, rel.swapped()
     if a == b and a.typ == "int":
-        return pconst(op in ("==", "<=", ">="))
-    return patom(Node(op, (a, b), "int"))
+        return pconst(rel.reflexive)
+    return patom(Node(rel.symbol, (a, b), "int"))
 
 
 def _build_bitwise(op: str, a: Expr, b: Expr) -> Expr | None:  # & | ^

@@ -14,7 +14,6 @@ from metatrace.guards.simplify.bounds import INF, bounds
 from metatrace.guards.simplify.expressions import (
     CONDITIONS,
     FROM_PRIM,
-    MIRROR_SYMBOL,
     ZERO,
     Expr,
     Node,
@@ -28,8 +27,9 @@ from metatrace.guards.simplify.expressions import (
     pscale,
 )
 from metatrace.guards.simplify.traversal import collect_leaf_nodes, leaves_of, substitute
-from metatrace.guards.simplify.relations import FROM_SYM, Rel, add_relation, collect_covered, never_relation, canonical, relation
+from metatrace.guards.simplify.relations import RAW, Rel, add_relation, collect_covered, never_relation, canonical, relation
 from metatrace.guards.simplify.rendering import side_text, python_check, render
+from metatrace.metas.relations import Relation
 
 # Relations between different linear forms with the same terms (``i < a.shape[2]`` and
 # ``i <= a.shape[2]``) are merged into the tightest only when True; ranges of single leaves always are.
@@ -124,7 +124,7 @@ def simplify(
     finally:
         CONDITIONS.reset(token)
     for e in conditions:
-        add_relation(rels, relation("ne", e, ZERO), len(rels) + 1_000_000, implicit=True)
+        add_relation(rels, relation(Relation.NE, e, ZERO), len(rels) + 1_000_000, implicit=True)
     return _reduce(rels, set(sizes), lambda n: names.get(n, n))
 
 
@@ -154,12 +154,12 @@ def _apply(rels: list[Rel], sub: dict[str, Expr], keep: Rel) -> list[Rel]:
             out.append(r)
             continue
         if r.solved:
-            new = Rel("eq", substitute(r.poly, sub, memo), solved=r.solved)
-        elif r.op == "raw":
-            new = relation(FROM_SYM[r.rop], substitute(r.lhs, sub, memo), substitute(r.rhs, sub, memo))
+            new = Rel(Relation.EQ, substitute(r.poly, sub, memo), solved=r.solved)
+        elif r.op == RAW:
+            new = relation(Relation.of_symbol(r.rop), substitute(r.lhs, sub, memo), substitute(r.rhs, sub, memo))
         else:
             new = canonical(r.op, substitute(r.poly, sub, memo))
-            if isinstance(new, Rel) and new.op == "ge":
+            if isinstance(new, Rel) and new.op is Relation.GE:
                 new.strict = r.strict and new.poly.linear() == r.poly.linear()
         add_relation(out, new, r.order, r.implicit)
     return out
@@ -167,7 +167,7 @@ def _apply(rels: list[Rel], sub: dict[str, Expr], keep: Rel) -> list[Rel]:
 
 def _solve(r: Rel) -> tuple[Node, Poly] | None:
     """(leaf, value) if ``r`` is an equality that can be solved for a leaf: the latest input's."""
-    if r.op != "eq" or r.solved:
+    if r.op is not Relation.EQ or r.solved:
         return None
     best = None
     for m, c in r.poly.terms:
@@ -212,7 +212,7 @@ def _reduce(rels: list[Rel], sizes: set[str], show) -> list[SimpleGuard]:
 
 def _group(r: Rel) -> tuple[Poly, int, int] | None:
     """(L, s, c) with r's poly ``s * L + c``: L linear with a positive first coefficient, s = ±1."""
-    if r.op == "raw" or r.solved:
+    if r.op == RAW or r.solved:
         return None
     lin = r.poly.linear()
     s = 1 if lin.terms[0][1] > 0 else -1
@@ -240,13 +240,13 @@ def _ranges(rels: list[Rel], sizes: set[str]) -> Ranges:
     rest = []
     for r in rels:
         g = _group(r)
-        name = _leaf_of(g[0].atom()) if g is not None and r.op != "eq" else None
+        name = _leaf_of(g[0].atom()) if g is not None and r.op is not Relation.EQ else None
         if name is None:
             rest.append(r)
             continue
         _, s, c = g
         leaf[name] = g[0].atom()
-        if r.op == "ge":  # x >= -c  or  -x + c >= 0: x <= c
+        if r.op is Relation.GE:  # x >= -c  or  -x + c >= 0: x <= c
             flags = strict.setdefault(name, [False, False])
             if s > 0:
                 if -c > lo.get(name, -INF) or (-c == lo[name] and not r.strict):
@@ -271,12 +271,12 @@ def _ranges(rels: list[Rel], sizes: set[str]) -> Ranges:
         if a > b:
             return Ranges(ranges, [never_relation()], None, strict)
         if a == b:
-            others = [r for r in rels if r.op == "eq" or _leaf_of(g[0].atom() if (g := _group(r)) else None) != name]
-            return Ranges(ranges, others, Rel("eq", padd(patom(node), pconst(a), -1), order=-1), strict)
+            others = [r for r in rels if r.op is Relation.EQ or _leaf_of(g[0].atom() if (g := _group(r)) else None) != name]
+            return Ranges(ranges, others, Rel(Relation.EQ, padd(patom(node), pconst(a), -1), order=-1), strict)
         ranges[name] = (a, b)
         for k, (implicit, order) in excluded.items():
             if a < k < b:
-                rest.append(Rel("ne", padd(patom(node), pconst(k), -1), implicit=implicit, order=order))
+                rest.append(Rel(Relation.NE, padd(patom(node), pconst(k), -1), implicit=implicit, order=order))
     return Ranges(ranges, rest, None, strict)
 
 
@@ -288,23 +288,23 @@ def _output(rels: list[Rel], ranges: dict, strict: dict, sizes: set[str], leaf_n
         if g is not None:
             L, s, c = g
             b_lo, b_hi = bounds(L, ranges)
-            if r.op == "ge" and (b_lo >= -c if s > 0 else b_hi <= c):
+            if r.op is Relation.GE and (b_lo >= -c if s > 0 else b_hi <= c):
                 continue  # the ranges imply it
-            if r.op == "ne" and not b_lo <= -c * s <= b_hi:
+            if r.op is Relation.NE and not b_lo <= -c * s <= b_hi:
                 continue  # the ranges decide it
-            if r.op == "eq" and b_lo == b_hi == -c * s:
+            if r.op is Relation.EQ and b_lo == b_hi == -c * s:
                 continue
             groups.setdefault(L.key, []).append((r, s, c))
         kept.append(r)
     # relations on one linear form: a "!=" outside the bounds goes; bounds merge when asked
     drop = set()
     for members in groups.values():
-        low = max((-c for r, s, c in members if r.op == "ge" and s > 0), default=-INF)
-        high = min((c for r, s, c in members if r.op == "ge" and s < 0), default=INF)
+        low = max((-c for r, s, c in members if r.op is Relation.GE and s > 0), default=-INF)
+        high = min((c for r, s, c in members if r.op is Relation.GE and s < 0), default=INF)
         for r, s, c in members:
-            if r.op == "ne" and not low <= -c * s <= high:
+            if r.op is Relation.NE and not low <= -c * s <= high:
                 drop.add(id(r))
-            if MERGE_RELATIONS and r.op == "ge" and (-c < low if s > 0 else c > high):
+            if MERGE_RELATIONS and r.op is Relation.GE and (-c < low if s > 0 else c > high):
                 drop.add(id(r))
     kept = [r for r in kept if id(r) not in drop]
     # an operation's condition goes where a kept guard checks it by raising
@@ -324,11 +324,13 @@ def _output(rels: list[Rel], ranges: dict, strict: dict, sizes: set[str], leaf_n
             continue
         x = patom(node)
         if a_shown is not None and b_shown is not None:
-            parts = (pconst(a), "<=", x, "<=", pconst(b))
+            parts = (pconst(a), Relation.LE.symbol, x, Relation.LE.symbol, pconst(b))
         elif a_shown is not None:  # as written: flag > 5, T >= 2
-            parts = (x, ">", pconst(a - 1)) if strict.get(name, (False,))[0] else (x, ">=", pconst(a))
+            strictly = strict.get(name, (False,))[0]
+            parts = (x, Relation.GT.symbol, pconst(a - 1)) if strictly else (x, Relation.GE.symbol, pconst(a))
         else:
-            parts = (x, "<", pconst(b + 1)) if strict.get(name, (False, False))[1] else (x, "<=", pconst(b))
+            strictly = strict.get(name, (False, False))[1]
+            parts = (x, Relation.LT.symbol, pconst(b + 1)) if strictly else (x, Relation.LE.symbol, pconst(b))
         out.append(((1, node.key), parts))
     for r in kept:
         if r.solved:
@@ -351,30 +353,30 @@ def _solved_parts(r: Rel, leaf: Node) -> tuple:
     value = padd(x, r.poly, -1)  # poly is x - value
     other = value.atom()
     if other is not None and other.op == "leaf" and other.key < leaf.key:
-        return (value, "==", x)  # B == k.shape[0]: the earlier input on the left
-    return (x, "==", value)
+        return (value, Relation.EQ.symbol, x)  # B == k.shape[0]: the earlier input on the left
+    return (x, Relation.EQ.symbol, value)
 
 
 def _parts(r: Rel, sizes: set[str]) -> tuple:
-    if r.op == "raw":
+    if r.op == RAW:
         return (r.lhs, r.rop, r.rhs)
     p = r.poly
     pos = Poly({m: c for m, c in p.terms if m and c > 0})
     neg = Poly({m: -c for m, c in p.terms if m and c < 0})
     c = p.const
-    sym = {"ge": ">=", "eq": "==", "ne": "!="}[r.op]
-    if r.op == "ne" and c == 0 and not neg.terms and (a := pos.atom()) is not None and a.op in ("isfinite", "isint"):
+    rel = r.op
+    if rel is Relation.NE and c == 0 and not neg.terms and (a := pos.atom()) is not None and a.op in ("isfinite", "isint"):
         return (pos,)
     if not neg.terms:  # pos + c op 0  ->  pos op -c
-        return (pos, sym, pconst(-c))
+        return (pos, rel.symbol, pconst(-c))
     if not pos.terms:  # -neg + c op 0  ->  neg op' c
-        return (neg, MIRROR_SYMBOL[sym], pconst(c))
-    if r.op == "ge" and c == -1:
-        c, sym = 0, ">"
+        return (neg, rel.swapped().symbol, pconst(c))
+    if rel is Relation.GE and c == -1:
+        c, rel = 0, Relation.GT
     if c > 0:  # a constant goes right: j <= i + 10
-        return (neg, MIRROR_SYMBOL[sym], padd(pos, pconst(c)))
+        return (neg, rel.swapped().symbol, padd(pos, pconst(c)))
     if c < 0:
-        return (pos, sym, padd(neg, pconst(-c)))
+        return (pos, rel.symbol, padd(neg, pconst(-c)))
     if _first(neg, sizes) < _first(pos, sizes):
-        return (neg, MIRROR_SYMBOL[sym], pos)
-    return (pos, sym, neg)
+        return (neg, rel.swapped().symbol, pos)
+    return (pos, rel.symbol, neg)

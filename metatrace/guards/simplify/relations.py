@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from metatrace.guards.simplify.expressions import (
     DIVIDING,
     FINITE,
-    MIRROR_SYMBOL,
     ZERO,
     Expr,
     Poly,
@@ -21,14 +20,19 @@ from metatrace.guards.simplify.expressions import (
     pconst,
     pscale,
 )
-from metatrace.metas.number_ops import RELATIONS, SYMBOLS
+from metatrace.metas.relations import Relation
+
+# The kind of a relation kept as written, ``lhs rop rhs`` (a side that is no polynomial).
+RAW = "raw"
+
 
 @dataclass
 class Rel:
-    """A canonical relation. ``op`` "ge"/"eq"/"ne": ``poly op 0``, poly's non-constant
-    coefficients coprime (and the first positive for eq/ne); "raw": ``lhs rop rhs``."""
+    """A canonical relation. ``op`` ``Relation.GE``/``EQ``/``NE``: ``poly op 0``, poly's
+    non-constant coefficients coprime (and the first positive for eq/ne); :data:`RAW`: ``lhs rop
+    rhs`` (``rop`` the relation's Python symbol)."""
 
-    op: str
+    op: Relation | str
     poly: Poly | None = None
     lhs: Expr | None = None
     rop: str = ""
@@ -38,56 +42,67 @@ class Rel:
     solved: str | None = None  # "eq" solved for this leaf (substituted everywhere else)
     strict: bool = False  # a "ge" written as > or < (flag > 5 shows as it was written)
 
+    def __post_init__(self):
+        if self.op != RAW:
+            self.op = Relation(self.op)
+
     def key(self):
-        if self.op == "raw":
-            return ("raw", self.lhs.key, self.rop, self.rhs.key)
+        if self.op == RAW:
+            return (RAW, self.lhs.key, self.rop, self.rhs.key)
         return (self.op, self.poly.key)
 
     def exprs(self) -> list[Expr]:
-        return [self.poly] if self.op != "raw" else [self.lhs, self.rhs]
+        return [self.poly] if self.op != RAW else [self.lhs, self.rhs]
 
 
-_TO_GE = {"ge": (1, 0), "gt": (1, -1), "le": (-1, 0), "lt": (-1, -1)}
-_SYM = SYMBOLS  # relation name -> symbol: "lt" -> "<"
-FROM_SYM = RELATIONS  # "<" -> "lt"
+# ``p op 0`` as ``sign * p + shift >= 0`` (integer p)
+_TO_GE = {Relation.GE: (1, 0), Relation.GT: (1, -1), Relation.LE: (-1, 0), Relation.LT: (-1, -1)}
 
 
-def canonical(op: str, p: Poly) -> Rel | bool:
+def canonical(op: Relation | str, p: Poly) -> Rel | bool:
     """``p op 0`` as a canonical relation, or True/False when it always/never holds."""
-    strict = op in ("gt", "lt")
+    op = Relation(op)
+    strict = op in (Relation.GT, Relation.LT)
     if op in _TO_GE:
         sign, shift = _TO_GE[op]
-        p, op = padd(pscale(p, sign), pconst(shift)), "ge"
+        p, op = padd(pscale(p, sign), pconst(shift)), Relation.GE
     lin, c = p.linear(), p.const
     if not lin.terms:
-        return {"ge": c >= 0, "eq": c == 0, "ne": c != 0}[op]
+        return op.evaluate(c, 0)
     g = math.gcd(*(k for _, k in lin.terms))
-    if op == "ge":
-        return Rel("ge", padd(Poly({m: k // g for m, k in lin.terms}), pconst(c // g)), strict=strict and g == 1)
+    if op is Relation.GE:
+        return Rel(Relation.GE, padd(Poly({m: k // g for m, k in lin.terms}), pconst(c // g)), strict=strict and g == 1)
     if c % g:
-        return op == "ne"
+        return op is Relation.NE
     sign = 1 if lin.terms[0][1] > 0 else -1
     return Rel(op, Poly({m: sign * k // g for m, k in p.terms}))
 
 
-def relation(op: str, lhs: Expr, rhs: Expr) -> Rel | bool:
-    """``lhs op rhs`` (op: eq, ne, lt, le, gt, ge) as a canonical relation."""
+# ``p o v`` for an integer p and a fractional float v, as ``p o' bound`` on integers
+_INTEGER_BOUND = {
+    Relation.GE: (Relation.GE, math.ceil), Relation.GT: (Relation.GE, lambda v: math.floor(v) + 1),
+    Relation.LE: (Relation.LE, math.floor), Relation.LT: (Relation.LE, lambda v: math.ceil(v) - 1),
+}
+
+
+def relation(op: Relation | str, lhs: Expr, rhs: Expr) -> Rel | bool:
+    """``lhs op rhs`` (a :class:`Relation` or its name) as a canonical relation."""
+    op = Relation(op)
     pl, pr = int_of(lhs), int_of(rhs)
     if pl is not None and pr is not None:
         return canonical(op, padd(pl, pr, -1))
-    for p, other, o in ((pl, rhs, op), (pr, lhs, FROM_SYM[MIRROR_SYMBOL[_SYM[op]]])):
+    for p, other, o in ((pl, rhs, op), (pr, lhs, op.swapped())):
         v = node_const(other)
         if p is not None and type(v) is float and math.isfinite(v):  # int p against a fractional float
-            if o in ("eq", "ne"):
-                return o == "ne"
-            bound = {"ge": math.ceil(v), "gt": math.floor(v) + 1, "le": math.floor(v), "lt": math.ceil(v) - 1}[o]
-            return canonical("ge" if o in ("ge", "gt") else "le", padd(p, pconst(bound), -1))
-    sym = _SYM[op]
+            if not o.ordered:
+                return o is Relation.NE
+            integer_op, bound = _INTEGER_BOUND[o]
+            return canonical(integer_op, padd(p, pconst(bound(v)), -1))
     if lhs.key > rhs.key:
-        lhs, rhs, sym = rhs, lhs, MIRROR_SYMBOL[sym]
+        lhs, rhs, op = rhs, lhs, op.swapped()
     if lhs == rhs and lhs.typ == "int":
-        return sym in ("==", "<=", ">=")
-    return Rel("raw", lhs=lhs, rop=sym, rhs=rhs)
+        return op.reflexive
+    return Rel(RAW, lhs=lhs, rop=op.symbol, rhs=rhs)
 
 
 def collect_covered(e: Expr, out: set) -> None:
@@ -106,7 +121,7 @@ def collect_covered(e: Expr, out: set) -> None:
     if e.op in FINITE and float_source(e.args[0]):
         needs.append(build("isfinite", [e.args[0]]))
     for x in needs:
-        r = relation("ne", x, ZERO)
+        r = relation(Relation.NE, x, ZERO)
         if isinstance(r, Rel):
             out.add(r.key())
     for a in e.args:
@@ -115,7 +130,7 @@ def collect_covered(e: Expr, out: set) -> None:
 
 def never_relation() -> Rel:
     """A relation that never holds (not expected: every guard held when the entry was traced)."""
-    return Rel("raw", lhs=ZERO, rop="!=", rhs=ZERO)
+    return Rel(RAW, lhs=ZERO, rop=Relation.NE.symbol, rhs=ZERO)
 
 
 def add_relation(rels: list, r, order: int, implicit: bool = False) -> None:
