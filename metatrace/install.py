@@ -22,7 +22,7 @@ from metatrace.proxies import (
     unbacked_shapes,
 )
 from metatrace.grad import requires_grad, rules, saved_values
-from metatrace.guards import prologue_op
+from metatrace.guards import module_paths, prologue_op
 from metatrace.interpret import (
     argument_reads, c_mutations, call_hooks, callee_checks, collector_pacing, container_builtins, custom_getattribute,
     dict_literals, dropped_stores, fast_paths, interpreter_costs, jit_hooks, library_state, lookasides, module_methods,
@@ -179,6 +179,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         python_executor.patches,
         float_numbers.patches,
         prologue_op.patches,
+        module_paths.patches,
         # grad transform
         lambda: rules.patches(loaded.grad_rules),
         requires_grad.patches,
