@@ -30,10 +30,8 @@ from metatrace.interpret import (
 )
 from metatrace.mutations import record as mutation_records, replay as mutation_replay, returned_objects
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants
-from metatrace.metas import (
-    custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, oblivious_sites, python_executor,
-    raising_symbols, torch_decompositions, torch_executor_fixes, torch_metas,
-)
+from metatrace.metas import oblivious_sites, python_executor, raising_symbols
+from metatrace.metas.torch_ops import custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, torch_decompositions, torch_executor_fixes, torch_metas
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
 from metatrace.codegen.loader import load
