@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from metatrace import patching, thunderfx
 from metatrace.codegen import cache
 from metatrace.proxies import (
-    clang_math, float_numbers, numel, number_methods, number_semantics, printing, renames, shape_reads, size_oblivious,
-    unbacked_shapes,
+    clang_math, float_numbers, number_concretizations, numel, printing, python_number_semantics, renames, shape_reads,
+    size_oblivious, unbacked_shapes,
 )
 from metatrace.grad import requires_grad, rules, saved_values
 from metatrace.guards import module_paths, prologue_op
@@ -155,8 +155,8 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         call_hooks.patches,
         c_mutations.patches,
         # symbolic numbers: concretizations become guards, arithmetic keeps producers
-        number_methods.patches,
-        number_semantics.patches,
+        number_concretizations.patches,
+        python_number_semantics.patches,
         numel.patches,
         shape_reads.patches,
         printing.patches,

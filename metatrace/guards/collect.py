@@ -6,8 +6,8 @@ the errors and exact values they are made of.
 
 While thunder interprets a function under ``cache="symbolic values"`` a :class:`GuardCollector`
 receives, from the runtime (rewritten metas) and from the safety net on NumberProxy's dunder
-methods (``metatrace.proxies.number_methods``), each relation a branch or check decided (``flag > 5`` was
-True) and each value baked in (``d == 1`` used as a dimension). When the prologue is built
+methods (``metatrace.proxies.number_concretizations``), each relation a branch or check decided
+(``flag > 5`` was True) and each value baked in (``d == 1`` used as a dimension). When the prologue is built
 (thunder's ``propagate_constraints``), each guard becomes a prologue constraint:
 
 - its operands are projected back to the inputs through their producers (the recorded ops and

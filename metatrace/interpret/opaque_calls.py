@@ -235,7 +235,7 @@ def _from_thunder() -> bool:
 
 # A proxy's conversions read ``self.value``: interpreted (``n.__index__()`` in user code) that read
 # became an input the prologue unpacked (``subscr0.value``). They run as thunder's code, which
-# reports the value it bakes in (metatrace.proxies.number_methods).
+# reports the value it bakes in (metatrace.proxies.number_concretizations).
 _CONVERSIONS = ("__index__", "__int__", "__float__", "__complex__", "__bool__")
 
 

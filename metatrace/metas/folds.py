@@ -2,7 +2,7 @@
 (``x - 0``, ``x * 1``, ``x - x``, ``(n * C) // C`` of a size read from data), else ``MISSING``.
 
 The runtime folds before recording an op (:mod:`metatrace.metas.runtime`), NumberProxy's arithmetic
-methods with the same rules (:mod:`metatrace.proxies.number_methods`). Integer symbols and integer
+methods with the same rules (:mod:`metatrace.proxies.number_concretizations`). Integer symbols and integer
 literals only: no NaN can make ``x * 0`` other than 0.
 """
 

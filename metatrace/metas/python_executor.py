@@ -5,7 +5,7 @@ thunder's python executor runs ``prims.add``/``prims.sub``/... on numbers, but n
 ``bitwise_not``. They are registered on enable, for numbers only, and removed on disable.
 
 Also registered: operators with Python's exact number semantics (``math.floor``, ``round``,
-``int ** int``, ``where`` on three numbers), which ``metatrace.proxies.number_semantics`` routes NumberProxy's
+``int ** int``, ``where`` on three numbers), which ``metatrace.proxies.python_number_semantics`` routes NumberProxy's
 dunders to; see below.
 """
 
@@ -77,7 +77,7 @@ def patches() -> list[Patch]:
             # Numbers carry no gradient: the grad transform passes these through (as prims.floor).
             member(nondifferentiable_vjp_symbols, op_name, "Python-semantics ops carry no gradient", label=nondiff),
         ]
-    # Python's ``//`` on numbers (metatrace.proxies.number_semantics sends float ``a // b`` to it): piecewise
+    # Python's ``//`` on numbers (metatrace.proxies.python_number_semantics sends float ``a // b`` to it): piecewise
     # constant like floor, which thunder lists; without this the grad transform finds no rule.
     rows.append(member(nondifferentiable_vjp_symbols, prims.PrimIDs.PY_FLOORDIV, "py_floordiv carries no gradient",
                        label=nondiff))
@@ -97,7 +97,7 @@ def patches() -> list[Patch]:
 # depends only on the argument types (checked by the prologue's structure guard), except
 # ``int ** int``, whose type depends on the exponent's sign: that sign is guarded.
 # (``math.floor``/``ceil``/``trunc`` and float ``//`` are written with replayable number prims
-# instead, see ``metatrace.proxies.number_semantics``.) All of them are non-differentiable for the grad transform. The guards cannot replay these operators: a guard on a value computed
+# instead, see ``metatrace.proxies.python_number_semantics``.) All of them are non-differentiable for the grad transform. The guards cannot replay these operators: a guard on a value computed
 # by one pins the inputs (correct; their rows in metatrace.metas.number_ops could learn ``replay``).
 
 # name -> (Python implementation, result type from the argument types): the rows of

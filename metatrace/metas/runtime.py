@@ -80,7 +80,7 @@ def _operator(sym, fn: Callable, arity: int, fold: Callable | None = None) -> Ca
 
 # Identities fold for an integer symbol and an integer literal only: ``i * 1.0`` is a float, and
 # for a float ``-0.0 + 0`` is 0.0 and ``inf // 1`` is nan, so a float (or a float literal) is
-# recorded. One table for the rewritten metas' operators and NumberProxy's (proxies.number_methods).
+# recorded. One table for the rewritten metas' operators and NumberProxy's (proxies.number_concretizations).
 
 
 # The recording operators of the number_ops rows with a ``meta`` name, as the rewritten metas call
@@ -154,7 +154,7 @@ def sub(a, b):
     return _sub(a, b)
 
 
-# The identity fold of each operator NumberProxy's arithmetic methods call (proxies.number_methods
+# The identity fold of each operator NumberProxy's arithmetic methods call (proxies.number_concretizations
 # folds ``size - size`` and ``n * 1`` there with the same rules); mul and floordiv are rows' operators.
 FOLDS = {add: _fold_add, sub: _fold_sub, mul: _fold_mul, floordiv: _fold_floordiv, mod: _fold_mod}  # noqa: F821
 

@@ -10,7 +10,7 @@ Printing a trace must not decide anything about its sizes. thunder asks of every
 whether it is one of its printable literals (``None``, ``...``, ``torch.strided``) with
 ``x in _printable_literals``, which hashes ``x``: a bound symbol's outputs ``(i6, i7, i8, i9) =
 prims.shape(t)`` are a tuple, its hash hashes each size, and ``hash()`` of a symbolic number pins
-it (``metatrace.proxies.number_semantics``). Printing runs while the compile's guards are still
+it (``metatrace.proxies.python_number_semantics``). Printing runs while the compile's guards are still
 collected, so a printed shape pinned all its sizes: ``keys.numel()`` in a Hugging Face cache
 recompiled every decode step. The literals are singletons, so identity answers the question.
 """

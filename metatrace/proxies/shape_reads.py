@@ -44,7 +44,7 @@ from thunder.core.trace import get_tracectx, is_tracing
 
 from metatrace.patching import Patch, attribute, item
 from metatrace.state.weak_tables import WeakTable
-from metatrace.proxies.number_methods import in_meta
+from metatrace.proxies.number_concretizations import in_meta
 
 # Each trace's scopes' state: TraceCtx -> {id(scope) -> ScopeState} (each entry holds its scope,
 # so a recycled id is never mistaken for another list), weakly keyed: it dies with the trace.

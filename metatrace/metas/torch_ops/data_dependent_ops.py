@@ -35,7 +35,7 @@ from metatrace.patching import Patch, item, member
 from metatrace.state.weak_tables import IdentityTable
 
 # first operand -> {operator name: the size a bound symbol of the operator outputs for it}: every such bound symbol is remembered as it is made
-# (BoundSymbol.__post_init__, metatrace.proxies.number_methods), including the copies executor
+# (BoundSymbol.__post_init__, metatrace.proxies.number_concretizations), including the copies executor
 # passes make with renamed inputs.
 _BOUND = IdentityTable(dict)
 

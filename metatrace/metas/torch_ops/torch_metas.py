@@ -56,7 +56,7 @@ def concrete_numbers(x: Any, why: str = "an element of torch.tensor's data") -> 
 
 def unfolded_times_one(n: IntegerProxy) -> IntegerProxy:
     """``1 * n`` as thunder records it (a new number), bypassing the identity fold of
-    ``metatrace.proxies.number_methods`` (whose operator keeps thunder's as ``__wrapped__``)."""
+    ``metatrace.proxies.number_concretizations`` (whose operator keeps thunder's as ``__wrapped__``)."""
     rmul = NumberProxy.__dict__["__rmul__"]
     return getattr(rmul, "__wrapped__", rmul)(n, 1)
 

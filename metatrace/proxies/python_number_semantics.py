@@ -48,7 +48,7 @@ from thunder.core.compile_data import using_symbolic_values
 from metatrace.metas import concretizations, python_executor
 from metatrace.metas.torch_ops.torch_metas import concrete_numbers, tracing
 from metatrace.patching import Patch, attribute, item
-from metatrace.proxies import number_methods, size_oblivious
+from metatrace.proxies import number_concretizations, size_oblivious
 from metatrace.proxies.powers import power_method
 
 # (thunder.clang re-exports a ``langctx`` name that hides the submodule from attribute access)
@@ -118,7 +118,7 @@ def _floor_divide(original):
             and complex not in (python_executor.number_type(a), python_executor.number_type(b))
             and tracing()
         ):
-            a, b = number_methods.bool_as_int(a), number_methods.bool_as_int(b)
+            a, b = number_concretizations.bool_as_int(a), number_concretizations.bool_as_int(b)
             if float in (python_executor.number_type(a), python_executor.number_type(b)):
                 # float // int is a float in Python; py_floordiv's meta wants one number type
                 a, b = _as_float(a), _as_float(b)
@@ -163,7 +163,7 @@ def _shift(name: str, original):
         if not (tracing() and _is_integer(a) and _is_integer(b)):
             return original(self, other)
         return python_executor.py_op(name.strip("_")[1:] if reflected else name.strip("_"))(  # __rrshift__ -> rshift
-            number_methods.bool_as_int(a), number_methods.bool_as_int(b)
+            number_concretizations.bool_as_int(a), number_concretizations.bool_as_int(b)
         )
 
     method.__name__ = name
