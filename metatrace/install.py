@@ -24,8 +24,8 @@ from metatrace.proxies import (
 from metatrace.grad import requires_grad, rules, saved_values
 from metatrace.guards import module_paths, prologue_op
 from metatrace.interpret import (
-    argument_reads, c_mutations, call_hooks, callee_checks, collector_pacing, container_builtins, custom_getattribute,
-    dict_literals, dropped_stores, fast_paths, interpreter_costs, jit_hooks, library_state, lookasides, module_methods,
+    argument_reads, c_mutations, call_hooks, callee_checks, container_builtins, custom_getattribute, dict_literals,
+    dropped_stores, fast_paths, gc_pacing_phases, interpreter_costs, jit_hooks, library_state, lookasides, module_methods,
     module_state, opaque_calls, state_reads, tensor_metadata, values_as_text,
 )
 from metatrace.mutations import record as mutation_records, replay as mutation_replay, returned_objects
@@ -188,7 +188,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         fusion_regions.patches,
         distributed.patches,
         # the collector paced for the compile's phases (wrapping what the rows above installed there)
-        collector_pacing.patches,
+        gc_pacing_phases.patches,
         # torch.compile
         thunderfx.patches,
         # jm.generate: a jitted module's methods that call forward run the compiled one

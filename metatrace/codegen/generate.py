@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 import rewrites
-from metatrace.collector import paced
+from metatrace.gc_pacing import paced
 from metatrace.codegen.version import TESTED_THUNDER_VERSION, thunder_version
 from rewrites.int_as_function import MAPPING_FUNCTIONS
 from rewrites.pipeline import RewriteError, parse, rewrite_functions, rewrite_grad_rules

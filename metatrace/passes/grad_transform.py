@@ -1,7 +1,7 @@
 """The one wrapper of thunder's grad transform (``autodiff.grad_transform_on_trace``): its steps,
 in the order they run.
 
-1. The collector is paced for the phase (``metatrace.collector.paced``: thunder's transform makes
+1. The collector is paced for the phase (``metatrace.gc_pacing.paced``: thunder's transform makes
    cyclic garbage in bulk).
 2. The guard program the prologue reserved for this compile's grad transform is taken
    (``guards.grad_program``; None when no tensor input requires grad).
@@ -20,7 +20,7 @@ import functools
 import thunder.transforms.autodiff as autodiff
 from thunder.core.compile_data import using_symbolic_values
 
-from metatrace.collector import paced
+from metatrace.gc_pacing import paced
 from metatrace.grad.deferred_guards import fill_grad_program
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.grad_program import take_pending_grad_program

@@ -79,7 +79,7 @@ def _compare_route(name: str, self, other) -> str:
         if unbacked.is_unbacked_size(self) or unbacked.is_unbacked_size(other):
             return "unbacked"  # a size read from tensor data: decided where every value agrees, or an error
         # While thunder interprets (a guard collector listens) and through the passes after it
-        # (the grad transform, executor passes: ``record_state.INTERPRETING``), where a re-run
+        # (the grad transform, executor passes: ``compile_context.interpreting()``), where a re-run
         # composite repeats the decisions its first run made and guarded.
         if (collector := compile_context.collector()) is not None or compile_context.interpreting():
             if self is other and isinstance(self, IntegerProxy):

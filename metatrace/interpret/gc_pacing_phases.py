@@ -1,4 +1,4 @@
-"""thunder's compile phases run with Python's collector paced (:mod:`metatrace.collector`).
+"""thunder's compile phases run with Python's collector paced (:mod:`metatrace.gc_pacing`).
 
 thunder's passes allocate in bulk and make much of it cyclic garbage: recursive closures
 (``BoundSymbol.from_bsym_swap_proxies``'s ``swap``, ``safe_map_flat``'s
@@ -10,7 +10,7 @@ full collections in it: 0.25-0.45 s per full one, 7-13% of the compile, and the 
 metatrace's.
 
 Each phase (interpretation, the executor passes, the grad transform, the forward/backward split)
-runs inside :func:`metatrace.collector.paced`: a young collection every 50k allocations. Measured
+runs inside :func:`metatrace.gc_pacing.paced`: a young collection every 50k allocations. Measured
 on that compile: 24 young collections and at most one full one, 0.96x stock's compile time
 against 1.04-1.10x before; its peak RSS grew by 109 MB at the default threshold and 110-122 MB
 paced.
@@ -24,7 +24,7 @@ import thunder
 import thunder.executors.passes as passes
 import thunder.transforms.autodiff as autodiff
 
-from metatrace.collector import paced
+from metatrace.gc_pacing import paced
 from metatrace.patching import Patch, attribute
 
 
