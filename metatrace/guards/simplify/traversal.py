@@ -10,7 +10,6 @@ from thunder.core.proxies import NumberProxy
 from metatrace.guards.record import Guard, is_static_value
 from metatrace.guards.simplify.expressions import ZERO, Expr, Node, Poly, wrap_node, build, padd, pconst, pmul
 from metatrace.metas import number_ops
-from metatrace.metas.number_ops import SYMBOLS
 
 
 def substitute(e: Expr, sub: dict[str, Expr], memo: dict | None = None) -> Expr:
@@ -65,7 +64,7 @@ def recorded_parts(guard: Guard, producers: dict[str, Any], is_param: Callable[[
         bsym = producers[x.name]
         return Node(number_ops.REPLAYABLE[bsym.sym.id].op, tuple(unfolded(a) for a in bsym.flat_args), "other")
 
-    return (unfolded(guard.lhs), SYMBOLS[guard.op], unfolded(guard.rhs))
+    return (unfolded(guard.lhs), guard.op.symbol, unfolded(guard.rhs))
 
 
 def collect_leaf_nodes(e: Expr, out: dict) -> None:
