@@ -8,7 +8,7 @@ from typing import Any, Callable
 from thunder.core.proxies import NumberProxy
 
 from metatrace.guards.record import Guard, is_static_value
-from metatrace.guards.simplify.expressions import ZERO, Expr, Node, Poly, wrap_node, build, padd, pconst, pmul
+from metatrace.guards.simplify.expressions import ZERO, Expr, Node, Poly, wrap_node, build, pconst
 from metatrace.metas import number_ops
 
 
@@ -24,14 +24,14 @@ def substitute(e: Expr, sub: dict[str, Expr], memo: dict | None = None) -> Expr:
             for n in m:
                 x = substitute(n, sub, memo)
                 assert isinstance(x, Poly), "an int atom rebuilds as an int polynomial"
-                t = pmul(t, x)
-            out = padd(out, t)
+                t = t * x
+            out = out + t
     elif e.op == "leaf":
         out = sub.get(e.args[0], wrap_node(e))
     elif e.op == "const":
         out = e
     else:
-        out = build(e.op, [substitute(a, sub, memo) for a in e.args])
+        out = build(e.op, [substitute(a, sub, memo) for a in e.args]).expr  # (conditions are collected as the guards are first built)
     memo[e.key] = out
     return out
 
