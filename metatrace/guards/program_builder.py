@@ -29,6 +29,8 @@ from typing import Any
 
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
+from metatrace.guards import provenance
+from metatrace.guards.check_texts import NO_VALUE, CheckText
 from metatrace.guards.collect import GuardCollector, exact, is_nan
 from metatrace.guards.compiled_program import GuardProgram, ProgramConstraint, input_sizes_and_numbers
 from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project
@@ -147,14 +149,13 @@ def build_program(
         checked = simplify(guards, producers, order if scope.leaf_names is not None else scope.leaves,
                            scope.names, scope.sizes, is_leaf=scope.leaf_test())
         checked = [g for g in checked if g.text not in scope.skip]  # another program checks those
-        texts = [_with_reason(g, projected.decided | projected.reasons, projected.excluded) + scope.suffix
-                 for g in checked]
+        texts = [_check_text(g, projected, scope) for g in checked]
         plain, simplified = frozenset(g.text for g in checked), True
     except Exception as e:  # not expected: the guards as recorded are as correct, only longer
         if not isinstance(e, _AsRecorded):
             logger.warning("guard simplification failed: checking the guards as recorded", exc_info=True)
         checked = guards
-        texts = [describe_guard(g, producers, scope.names) + scope.suffix for g in guards]
+        texts = [CheckText(describe_guard(g, producers, scope.names) + scope.suffix, relation=g.op) for g in guards]
         plain, simplified = frozenset(), False
     if scope.reserved:
         leaves, leaf_names = scope.leaves, scope.leaf_names
@@ -173,24 +174,44 @@ def pin_program(program_id: str, scope: ProgramScope, why: str) -> GuardProgram:
     leaves states, where the prologue can no longer get constraints of its own (grad)."""
     reason = Reason(ReasonKind.PINNED, why)
     pins = [Guard(Relation.EQ, p, exact(p.value), reason) for p in scope.leaves]
-    texts = [f"{scope.names.get(n, n)} == {p.value!r} ({why})" for n, p in zip(scope.guard_names(), scope.leaves)]
+    texts = [pin_text(scope.names.get(n, n), p, why) for n, p in zip(scope.guard_names(), scope.leaves)]
     return GuardProgram(program_id, pins, texts, scope.leaves, {})
 
 
-def _with_reason(guard, reasons: dict[str, str], excluded: dict | None = None) -> str:
+def pin_text(name: str, leaf: NumberProxy, reason: str) -> CheckText:
+    """``name == value (reason)``: a leaf pinned to its value."""
+    return CheckText(f"{name} == {leaf.value!r} ({reason})", name, Relation.EQ, leaf.value, reason,
+                     own_state=_own_state([leaf]))
+
+
+def _check_text(guard, projected: _Projected, scope: ProgramScope) -> CheckText:
+    """A simplified guard's text as explain shows it (with the program's suffix), its reason
+    (:func:`_reason`), and what it checks."""
+    reason = _reason(guard, projected.decided | projected.reasons, projected.excluded)
+    text = (f"{guard.text} ({reason})" if reason else guard.text) + scope.suffix
+    value = NO_VALUE if guard.value is None else guard.value
+    leaves = [projected.leaves.get(name) for name in guard.leaves]
+    return CheckText(text, guard.subject, guard.relation, value, reason or "", own_state=_own_state(leaves))
+
+
+def _own_state(leaves: list) -> bool:
+    """The leaves are all the jitted module's own state (read from ``self``)."""
+    return bool(leaves) and all(p is not None and p.history is not None and provenance.reads_own_state(p.history)
+                                for p in leaves)
+
+
+def _reason(guard, reasons: dict[str, str], excluded: dict | None = None) -> str | None:
     """A pin (one input size or number equal to a constant) says what fixed it: the value baked
     in and the line that did (``k.shape[1] == 4 (float() at model.py:12 in forward)``). An
     exclusion (``B != 64``: one value, or one relation, that recompiles) says which check decided
     it (``B != 64 (checked at thunder/clang/__init__.py:123 in maybe_broadcast)``). A range or a
-    pin that only branches decided reads as it is."""
-    parts = guard.parts
-    relation = Relation.of_symbol(parts[1]) if len(parts) == 3 else None  # (a range has five parts)
-    is_pin = len(guard.leaves) == 1 and relation is Relation.EQ
+    pin that only branches decided reads as it is (None)."""
+    is_pin = len(guard.leaves) == 1 and guard.relation is Relation.EQ
     reason = reasons.get(guard.leaves[0]) if is_pin else None
-    if reason is None and relation is Relation.NE and excluded:
+    if reason is None and guard.relation is Relation.NE and excluded:
         where = excluded.get(frozenset(guard.leaves))
         reason = f"checked at {where}" if where else None
-    return f"{guard.text} ({reason})" if reason else guard.text
+    return reason
 
 
 class _AsRecorded(Exception):
@@ -297,5 +318,5 @@ def add_prologue_constraints(
         # inputs may reuse this entry.
         for p in scope.leaves:
             ctx.add_constraint((check_number_type_and_value, p, p.value))
-            built.texts.append(f"{scope.names.get(p.name, p.name)} == {p.value!r} (pinned: {built.pin_all})")
+            built.texts.append(pin_text(scope.names.get(p.name, p.name), p, f"pinned: {built.pin_all}"))
     return built.checked_texts

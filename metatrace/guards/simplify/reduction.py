@@ -20,6 +20,7 @@ from metatrace.guards.simplify.expressions import (
     wrap_node,
     build,
     const,
+    node_const,
     patom,
     pconst,
 )
@@ -37,11 +38,16 @@ MERGE_RELATIONS = True
 class SimpleGuard:
     """One simplified guard. ``parts`` alternate expressions and comparison symbols
     (``(2, "<=", T, "<=", 127)``); ``text``: as ``explain`` shows it; ``leaves``: the names of
-    the leaf proxies it reads."""
+    the leaf proxies it reads. A guard ``lhs <relation> rhs`` (three parts) has its
+    ``relation``, its left side as shown (``subject``) and its right side's ``value`` where that
+    is a constant (``n > 1``); a range (five parts) or a truth test (one) has None."""
 
     parts: tuple
     text: str
     leaves: tuple
+    relation: Relation | None = None
+    subject: str | None = None
+    value: Any = None
 
     def python(self, param: Callable[[str], str], const: Callable[[Any], str]) -> str:
         """Python source of the check: ``param(leaf name)`` is the parameter holding that leaf,
@@ -50,12 +56,15 @@ class SimpleGuard:
 
 
 def _make(parts: tuple, show: Callable[[str], str]) -> SimpleGuard:
-    text = " ".join(p if isinstance(p, str) else side_text(render(p, show)) for p in parts)
+    shown = [p if isinstance(p, str) else side_text(render(p, show)) for p in parts]
     leaves: set = set()
     for p in parts:
         if not isinstance(p, str):
             leaves_of(p, leaves)
-    return SimpleGuard(parts, text, tuple(sorted(leaves)))
+    if len(parts) != 3:
+        return SimpleGuard(parts, " ".join(shown), tuple(sorted(leaves)))
+    return SimpleGuard(parts, " ".join(shown), tuple(sorted(leaves)), Relation.of_symbol(parts[1]), shown[0],
+                       node_const(parts[2]))
 
 
 
