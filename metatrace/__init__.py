@@ -17,7 +17,7 @@ from metatrace.install import disable, enable, is_enabled
 from metatrace.interpret.c_mutations import CMutationError
 from metatrace.interpret.dropped_stores import DroppedStoreError
 from metatrace.interpret.unrepeatable_calls import ClockCallError, RandomCallError
-from metatrace.metas.custom_ops import CustomOpError
+from metatrace.metas.torch_ops.custom_ops import CustomOpError
 
 __all__ = [
     "enable", "disable", "is_enabled", "check_trace", "explain",

@@ -22,7 +22,7 @@ from metatrace.proxies import (
     unbacked_shapes,
 )
 from metatrace.grad import requires_grad, rules, saved_values
-from metatrace.guards import prologue_op
+from metatrace.guards import module_paths, prologue_op
 from metatrace.interpret import (
     argument_reads, c_mutations, call_hooks, callee_checks, collector_pacing, container_builtins, custom_getattribute,
     dict_literals, dropped_stores, fast_paths, interpreter_costs, jit_hooks, library_state, lookasides, module_methods,
@@ -30,10 +30,8 @@ from metatrace.interpret import (
 )
 from metatrace.mutations import record as mutation_records, replay as mutation_replay, returned_objects
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants
-from metatrace.metas import (
-    custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, oblivious_sites, python_executor,
-    raising_symbols, torch_decompositions, torch_executor_fixes, torch_metas,
-)
+from metatrace.metas import oblivious_sites, python_executor, raising_symbols
+from metatrace.metas.torch_ops import custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, torch_decompositions, torch_executor_fixes, torch_metas
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
 from metatrace.codegen.loader import load
@@ -179,6 +177,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         python_executor.patches,
         float_numbers.patches,
         prologue_op.patches,
+        module_paths.patches,
         # grad transform
         lambda: rules.patches(loaded.grad_rules),
         requires_grad.patches,

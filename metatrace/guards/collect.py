@@ -36,8 +36,9 @@ from thunder.core.proxies import NumberProxy
 
 from metatrace.guards.record import Guard, is_leaf
 from metatrace.metas.concretizations import BRANCH, FLOAT_RANGE, Reason, ReasonKind, baked_in
-from metatrace.metas import data_dependent_ops, unbacked
+from metatrace.metas import unbacked
 from metatrace.metas.relations import Relation
+from metatrace.metas.torch_ops import data_dependent_ops
 
 
 class GuardFailure(MetatraceError):

@@ -92,12 +92,18 @@ class _IdentityKey:
 
 
 class ExpectedValue:
-    """An expected value in ``metatrace.guards.registry.EXPECTED``: checked by ``matches``."""
+    """An expected value in ``metatrace.guards.registry.EXPECTED``: checked by ``matches``.
 
-    __slots__ = ("expected", "text", "length")
+    After a call matched, the value is pinned (:func:`_pins`): the next call that passes the same
+    object, whose dicts have the versions they had (CPython changes a dict's version on every
+    change), holds the same contents and matches without a new snapshot. A hit's prologue checks
+    the same module state on every call, so this is the common case."""
+
+    __slots__ = ("expected", "text", "length", "pinned")
 
     def __init__(self, value: Any, text: str):
         self.text = text
+        self.pinned = None  # (the object, its dicts' versions, its modules' types) of the last match
         try:
             self.expected = snapshot(value)
             self.length = None
@@ -110,10 +116,56 @@ class ExpectedValue:
     def matches(self, value: Any) -> bool:
         if isinstance(self.expected, Identity):
             return self.expected.matches(value) and (self.length is None or len(value) == self.length)
+        pinned = self.pinned
+        if pinned is not None and value is pinned[0] and _unchanged(pinned):
+            return True
         try:
-            return snapshot(value) == self.expected
+            same = snapshot(value) == self.expected
         except OverflowError:
             return False
+        if same and _dict_version is not None:
+            self.pinned = _pins(value)
+        return same
+
+
+try:  # CPython's per-dict version (PEP 509), as torch's dynamo reads it for its dict guards
+    from torch._C._dynamo.guards import dict_version as _dict_version
+except ImportError:  # pragma: no cover - a torch without it: every check takes a snapshot
+    _dict_version = None
+
+
+def _pins(x: Any) -> tuple | None:
+    """What keeps ``x``'s snapshot valid while ``x`` is the same object: the version of each dict
+    in it, the type of each module in it (the snapshot compares a module by type). None where a
+    container has no version (a list, a set: the next call takes a snapshot)."""
+    dicts: list = []
+    types: list = []
+    pending = [x]
+    while pending:
+        v = pending.pop()
+        t = type(v)
+        if t is tuple or t is frozenset:
+            pending.extend(v)
+        elif t is dict:
+            dicts.append((v, _dict_version(v)))
+            pending.extend(v.keys())
+            pending.extend(v.values())
+        elif t is list or t is set or t is bytearray:
+            return None
+        elif isinstance(v, torch.nn.Module):
+            types.append((v, t))
+        # leaves, enums, tensors and objects compared by identity cannot change under the same container
+    return (x, tuple(dicts), tuple(types))
+
+
+def _unchanged(pinned: tuple) -> bool:
+    for d, version in pinned[1]:
+        if _dict_version(d) != version:
+            return False
+    for obj, t in pinned[2]:
+        if type(obj) is not t:
+            return False
+    return True
 
 
 class ValueConstraint:

@@ -22,7 +22,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
 from metatrace.state import compile_context
 from metatrace.metas import concretizations
-from metatrace.metas.torch_metas import concrete_numbers
+from metatrace.metas.torch_ops.torch_metas import concrete_numbers
 from metatrace.patching import Patch, item
 
 # Opaque torch functions that take a bool (thunder's no_autocast calls them with a closure's flag).

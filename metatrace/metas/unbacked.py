@@ -5,7 +5,7 @@ trace-time value, and the decisions that can be made on them anyway.
 known only when the computation runs. Such a size is an ``IntegerProxy`` whose value is None,
 made by :func:`new_size` (tagged :data:`UNBACKED_SIZE`, a tag the proxy keeps through thunder's
 ``replace``): its producer is an op of the computation trace that returns it as a number output
-(``metatrace.metas.data_dependent``), so the generated Python binds it at run time.
+(``metatrace.metas.torch_ops.data_dependent``), so the generated Python binds it at run time.
 
 A decision on such a size has no value to read. :func:`decide` makes it when it holds for every
 value the size can take (a size is in ``[0, numel]`` of the tensor it counts): ``n >= 0`` is True,

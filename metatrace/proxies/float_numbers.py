@@ -28,7 +28,7 @@ call ``NumberProxy.__float__``, which the safety net guards by equality (one com
   numbers' values, read silently (a wrong result: ``x.new_full((n,), 2.0).shape[0]`` stayed the
   first ``n``): their metas now guard each number by equality, naming why. (``Tensor.new_full``
   and the other ``new_*`` factories are traced as ``full``/``empty``:
-  metatrace.metas.torch_decompositions; what those do not cover reaches these metas.)
+  metatrace.metas.torch_ops.torch_decompositions; what those do not cover reaches these metas.)
 
 ``patches()`` returns the rows that put these in place.
 """

@@ -38,8 +38,9 @@ from thunder.core.trace import get_tracectx
 import metatrace.metas.record_state as record_state
 import metatrace.metas.runtime as runtime
 from metatrace.state import compile_context
-from metatrace.metas import data_dependent, data_dependent_ops, python_executor, concretizations, unbacked
+from metatrace.metas import python_executor, concretizations, unbacked
 from metatrace.metas.relations import Relation
+from metatrace.metas.torch_ops import data_dependent, data_dependent_ops
 from metatrace.patching import Patch, attribute, item
 from metatrace.proxies import float_numbers
 
@@ -187,7 +188,7 @@ def _arithmetic_method(name: str, fn, swapped: bool, original):
         return original(self, other)
 
     arithmetic.__name__ = name
-    arithmetic.__wrapped__ = original  # thunder's, for metatrace.metas.torch_metas.unfolded_times_one
+    arithmetic.__wrapped__ = original  # thunder's, for metatrace.metas.torch_ops.torch_metas.unfolded_times_one
     arithmetic.route = lambda self, other: _arithmetic_route(fold, self, other)
     arithmetic.fold = fold
     return arithmetic

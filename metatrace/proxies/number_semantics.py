@@ -46,7 +46,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.compile_data import using_symbolic_values
 
 from metatrace.metas import concretizations, python_executor
-from metatrace.metas.torch_metas import concrete_numbers, tracing
+from metatrace.metas.torch_ops.torch_metas import concrete_numbers, tracing
 from metatrace.patching import Patch, attribute, item
 from metatrace.proxies import number_methods, size_oblivious
 from metatrace.proxies.powers import power_method

@@ -28,7 +28,7 @@ from thunder.core.trace import get_tracectx
 
 from metatrace.metas.proxy_edits import give_class
 from metatrace.metas.relations import Relation
-from metatrace.metas.torch_metas import numel_number, tracing
+from metatrace.metas.torch_ops.torch_metas import numel_number, tracing
 from metatrace.patching import Patch, item
 from metatrace.proxies.number_semantics import proxy_method
 from metatrace.proxies.shape_reads import scope_state, scope_states

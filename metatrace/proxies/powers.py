@@ -16,7 +16,7 @@ from thunder.core.proxies import NumberProxy
 from metatrace.metas import concretizations, number_ops, python_executor
 from metatrace.metas.relations import Relation
 from metatrace.metas.raising_symbols import guard_domain
-from metatrace.metas.torch_metas import tracing
+from metatrace.metas.torch_ops.torch_metas import tracing
 
 _WHY = "a power whose type depends on the exponent's value (a negative base)"
 

@@ -42,7 +42,7 @@ from thunder.core.proxies import NumberProxy
 
 from thunder.core.compile_data import using_symbolic_values
 
-from metatrace.metas.torch_metas import tracing
+from metatrace.metas.torch_ops.torch_metas import tracing
 from metatrace.metas.unbacked import size_oblivious
 from metatrace.patching import Patch, attribute
 

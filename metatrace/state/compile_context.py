@@ -99,7 +99,7 @@ RECORDING_FRAME = _Declared("recording_frame", None)
 # (``metas.recording.OBSERVER``): nothing may be recorded then.
 RECORDING_SUSPENDED = _Declared("recording_suspended", False)
 
-# The name of the checked in-place operator whose meta is running (``metas.inplace_casts``).
+# The name of the checked in-place operator whose meta is running (``metas.torch_ops.inplace_casts``).
 INPLACE_CHECKING = _Declared("inplace_checking", None)
 
 # Per flat output of the cache entry whose outputs ``connect_to_autograd`` is connecting, True

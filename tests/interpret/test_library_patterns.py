@@ -5,7 +5,7 @@ models failed on their first call).
   ``metatrace.interpret.custom_getattribute``; stock thunder read the attribute as ``object``
   would and raised AttributeError.
 - ``torch.cat`` beside a ``(0,)``-shaped tensor (transformers' ``DynamicLayer``):
-  ``metatrace.metas.torch_decompositions``.
+  ``metatrace.metas.torch_ops.torch_decompositions``.
 - transformers' output collector: ``metatrace.interpret.library_state``.
 
 Each compares with eager over several sizes and counts compiles.

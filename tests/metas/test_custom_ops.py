@@ -1,5 +1,5 @@
-"""torch.library custom ops thunder was not told about (metatrace.metas.custom_ops) and
-``torch.histc`` (metatrace.metas.histc): symbolic sizes, one compile over several lengths, values
+"""torch.library custom ops thunder was not told about (metatrace.metas.torch_ops.custom_ops) and
+``torch.histc`` (metatrace.metas.torch_ops.histc): symbolic sizes, one compile over several lengths, values
 and gradients equal eager. Stock thunder refuses the first ("... is not registered") and pins the
 second's input sizes (a compile per length)."""
 

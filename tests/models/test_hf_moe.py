@@ -7,7 +7,7 @@ transformers 5.3's MoE layers choose their experts' code by ``config._experts_im
   (``torch.compiler.is_compiling()`` is True) float32 weights take transformers' custom op
   ``torch.ops.transformers.grouped_mm_fallback``, which stock thunder refuses ("not registered")
   and which metatrace traces with its fake implementation's symbolic sizes and its own autograd
-  (metatrace.metas.custom_ops); ``histc`` keeps its input's sizes symbolic (metatrace.metas.histc);
+  (metatrace.metas.torch_ops.custom_ops); ``histc`` keeps its input's sizes symbolic (metatrace.metas.torch_ops.histc);
 - ``"batched_mm"``: per-token expert weights gathered, ``bmm``: no size read from data;
 - ``"eager"``: a Python loop over ``expert_hit = (...).nonzero()``, whose trip count is read from
   tensor data: no trace serves every routing, and metatrace raises ``DataDependentError``.

@@ -30,7 +30,7 @@ OPS = {op.name: op for op in grad_ops()}
 
 # Known failures, each accounted for (the tests below fail when one is fixed, so the lists
 # stay true). No op gives a wrong value: these raise, or leave orphan sizes in a trace.
-KNOWN_ERRORS: dict[str, str] = {}  # none at present (multi_dot runs on static views: metatrace.metas.torch_metas)
+KNOWN_ERRORS: dict[str, str] = {}  # none at present (multi_dot runs on static views: metatrace.metas.torch_ops.torch_metas)
 # Ops whose traces still show size symbols without a definition: none at present (keep the
 # mechanism: a regression of an op thunder cannot avoid goes here, with its reason).
 KNOWN_ORPHANS: set[str] = set()

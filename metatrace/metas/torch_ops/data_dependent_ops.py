@@ -15,7 +15,7 @@ cannot see the value (``narrow`` past the end by a length read from data): it re
 operand, so dead-code elimination keeps it wherever that operand is used.
 
 The lookasides that build torch functions from these operators are in
-``metatrace.metas.data_dependent``.
+``metatrace.metas.torch_ops.data_dependent``.
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def patches() -> list[Patch]:
         rows += [
             item(ex.opmap, op.name, _register(op), op.why, wrap=True, label="executor torch.opmap"),
             item(_symbols, op.name, lambda _, name=op.name: ex.opmap[name], "(symbol finds it)", wrap=True,
-                 label="metatrace.metas.data_dependent_ops"),
+                 label="metatrace.metas.torch_ops.data_dependent_ops"),
             member(nondifferentiable_vjp_symbols, op.name,
                    "integer indices, counts and checks carry no gradient",
                    label="thunder.core.transforms.nondifferentiable_vjp_symbols"),

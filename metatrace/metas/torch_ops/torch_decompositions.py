@@ -58,7 +58,7 @@ import thunder.torch as ltorch
 import torch
 from thunder.core.proxies import TensorProxy
 
-from metatrace.metas import torch_lookasides
+from metatrace.metas.torch_ops import torch_lookasides
 from metatrace.patching import SYMBOL_METAS, Patch, attribute
 
 

@@ -271,7 +271,7 @@ def patches() -> list[Patch]:
     from thunder.executors.torchex import ex
 
     why = "torch.library custom ops thunder was not told about, with symbolic sizes"
-    own = "metatrace.metas.custom_ops"
+    own = "metatrace.metas.torch_ops.custom_ops"
     return [
         item(ex.opmap, NAME, _operator(NAME, _forward_meta, _forward_impl), why, wrap=True,
              label="executor torch.opmap"),

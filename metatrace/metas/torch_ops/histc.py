@@ -25,7 +25,7 @@ import thunder.torch as ltorch
 import torch
 from thunder.core.proxies import NumberProxy, TensorProxy
 
-from metatrace.metas import torch_lookasides
+from metatrace.metas.torch_ops import torch_lookasides
 from metatrace.patching import Patch
 
 

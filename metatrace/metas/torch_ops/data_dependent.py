@@ -1,5 +1,5 @@
 """Torch functions whose output size is read from tensor data, built from the operators of
-``metatrace.metas.data_dependent_ops`` and thunder ops while metatrace is enabled.
+``metatrace.metas.torch_ops.data_dependent_ops`` and thunder ops while metatrace is enabled.
 
 thunder 0.2.6 raises on each (``boolean advanced indexing is not implemented``, its automatic
 registration's ``DynamicOutputShapeException``, ``Unsupported for NumberProxy.value=None``).
@@ -34,7 +34,8 @@ import thunder.torch as ltorch
 import torch
 from thunder.core.proxies import TensorProxy
 
-from metatrace.metas import data_dependent_ops, runtime, torch_lookasides, unbacked
+from metatrace.metas import runtime, unbacked
+from metatrace.metas.torch_ops import data_dependent_ops, torch_lookasides
 from metatrace.patching import Patch
 from metatrace.state.weak_tables import IdentityTable
 
@@ -318,7 +319,7 @@ def _topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
     return torch.return_types.topk((_select_positions(values, dim, mask), _select_positions(indices, dim, mask)))
 
 
-# --- repeat_interleave with tensor repeats, bincount, unique: metatrace.metas.data_dependent_ops ---
+# --- repeat_interleave with tensor repeats, bincount, unique: metatrace.metas.torch_ops.data_dependent_ops ---
 
 
 def _repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
