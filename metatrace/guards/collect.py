@@ -37,8 +37,8 @@ from thunder.core.proxies import NumberProxy
 from metatrace.guards.record import Guard, is_leaf
 from metatrace.metas.concretizations import BRANCH, FLOAT_RANGE, Reason, ReasonKind, baked_in
 from metatrace.metas import unbacked
+from metatrace.metas.relations import Relation
 from metatrace.metas.torch_ops import data_dependent_ops
-from metatrace.metas.number_ops import NEGATION
 
 
 class GuardFailure(MetatraceError):
@@ -161,9 +161,6 @@ def exact(value: Any) -> Any:
     return value
 
 
-ORDERED = frozenset({"lt", "le", "gt", "ge"})
-
-
 def is_nan(x: Any) -> bool:
     v = x.value if isinstance(x, NumberProxy) else x
     return isinstance(v, (float, complex)) and v != v
@@ -182,30 +179,31 @@ class GuardCollector:
     # (metatrace.proxies.float_numbers.guard_exact_float).
     inexact_float: bool = False
 
-    def relation(self, op: str, lhs: Any, rhs: Any, value: bool | None) -> None:
+    def relation(self, op: Relation | str, lhs: Any, rhs: Any, value: bool | None) -> None:
+        op = Relation(op)
         if value is None:  # no value decides it: an operand was read from tensor data
             self._raise_data_dependent(Guard(op, lhs, rhs, BRANCH))
             raise unbacked.undecided(op, lhs, rhs)  # never decided, even with no data source found
-        if not value and op in ORDERED:
+        if not value and op.ordered:
             nan = next((side for side in (lhs, rhs) if is_nan(side)), None)
             if nan is not None:
                 # An ordered comparison with NaN is False, and its negation (``f <= 0.5`` for
                 # ``not f > 0.5``) is False too: the guard is ``f != f`` (f is NaN), which is
                 # exactly where every ordered comparison of f is False.
-                self._add(Guard("ne", nan, nan, BRANCH))
+                self._add(Guard(Relation.NE, nan, nan, BRANCH))
                 return
         if not value:
-            op = NEGATION[op]
+            op = op.negated()
         self._add(Guard(op, lhs, rhs, BRANCH))
 
     def float_range(self, x: Any, bound: int) -> None:
         """``-bound <= x <= bound`` (it holds for the call traced): what ``float(x)`` needs to be
         exact. Left out where it cannot be projected (``ReasonKind.FLOAT_RANGE``)."""
-        self._add(Guard("le", x, bound, FLOAT_RANGE))
-        self._add(Guard("ge", x, -bound, FLOAT_RANGE))
+        self._add(Guard(Relation.LE, x, bound, FLOAT_RANGE))
+        self._add(Guard(Relation.GE, x, -bound, FLOAT_RANGE))
 
     def static(self, x: Any, value: Any, why: str | Reason) -> None:
-        self._add(Guard("eq", x, exact(value), baked_in(why)))
+        self._add(Guard(Relation.EQ, x, exact(value), baked_in(why)))
 
     def produced(self, bsym) -> None:
         for out in bsym.flat_proxy_outs:

@@ -6,6 +6,11 @@ metatrace's guards and thunder's own value checks alike. metatrace's guards are 
 prologue checks them: simplified (``metatrace.guards.simplify``) to an equivalent set over the inputs,
 one range per number (``2 <= T <= 127``), equalities once (``B == k.shape[0]``), no tautologies.
 
+Each check is a :class:`metatrace.guards.check_texts.CheckText`: its text, and what it reads, how
+it compares it and why, carried from the guard records and the prologue's reads; which checks
+read the jitted module's own state (summed up in one line per kind) and which of thunder's checks
+repeat a pin of metatrace's are decided on those, never by reading the text back.
+
 With ``METATRACE_LOG=recompiles`` (or the ``metatrace.recompiles`` logger at INFO) every cache
 miss logs, like PyTorch's ``TORCH_LOGS=recompiles``, which guard of which entry failed.
 """
@@ -22,21 +27,26 @@ from typing import Any
 import thunder
 
 from metatrace.guards import provenance
+from metatrace.guards.check_texts import CheckText
+from metatrace.guards.classify import ExpectedArgument
 from metatrace.guards.registry import EXPECTED, PROGRAMS, compile_stats, function_record
+from metatrace.guards.value_checks import ExpectedValue
+from metatrace.metas.relations import Relation
 
 recompile_logger = logging.getLogger("metatrace.recompiles")
 
 
 @dataclass(frozen=True)
 class EntryGuards:
-    """One cache entry's guards. ``guards``: every check, as text. ``str()`` reads like torch's
-    guard log: the guards on the call's inputs in full (relational ones and pins with their
-    reasons), then one line per kind of the jitted module's static state (its values, its
-    parameters' and buffers' metadata), whose number grows with the layer count;
+    """One cache entry's guards. ``guards``: every check, as text (each a
+    :class:`metatrace.guards.check_texts.CheckText`: what it checks, structured). ``str()`` reads
+    like torch's guard log: the guards on the call's inputs in full (relational ones and pins
+    with their reasons), then one line per kind of the jitted module's static state (its values,
+    its parameters' and buffers' metadata), whose number grows with the layer count;
     ``verbose=True`` (``explain(fn, verbose=True)``) lists those too."""
 
     index: int
-    guards: list[str]
+    guards: list[CheckText]
     verbose: bool = False
 
     @property
@@ -63,20 +73,15 @@ class EntryGuards:
         return f"cache entry {self.index}:\n{body}"
 
 
-# A check of the module's state: its subject is ``self`` or under it.
-_STATE_SUBJECT = re.compile(r"^(?:len\()?self(?:[.\[:]|\b)")
-# A tensor's metadata check (``self.lm_head.weight: rank 2, ...``, ``....weight.shape[0] == 64``).
-_TENSOR_CHECK = re.compile(r"^(?:len\()?([\w.\[\]']+?)(?::\s| \(|\.shape\[\d+\] ==)")
 TENSORS, VALUES = "module tensors", "module values"
 
 
-def _state_kind(text: str) -> str | None:
-    if not _STATE_SUBJECT.match(text):
+def _state_kind(check: CheckText) -> str | None:
+    """Which kind of the module's own state the check reads (a tensor's metadata, a value), or
+    None: it reads the call's arguments, globals or closures."""
+    if not check.own_state:
         return None
-    tensor = _TENSOR_CHECK.match(text)
-    if tensor is not None and (": rank " in text or ".shape[" in text):
-        return TENSORS
-    return VALUES
+    return TENSORS if check.tensor is not None else VALUES
 
 
 def _family(subject: str) -> str:
@@ -85,12 +90,12 @@ def _family(subject: str) -> str:
     return re.sub(r"\.\d+(?=\.|$)", ".*", subject)
 
 
-def _summary(kind: str, texts: list[str]) -> str:
-    subjects = dict.fromkeys(_family(re.split(r"[:\s]| ==|\.shape\[", t, maxsplit=1)[0]) for t in texts)
+def _summary(kind: str, checks: list[CheckText]) -> str:
+    subjects = dict.fromkeys(_family(c.tensor or c.subject or c) for c in checks)
     shown = list(subjects)[:3]
     more = f", +{len(subjects) - len(shown)} more" if len(subjects) > len(shown) else ""
     what = "rank, dtype, device, sizes" if kind == TENSORS else "by value"
-    return (f"{len(texts)} checks of {kind} ({what}: {', '.join(shown)}{more}); "
+    return (f"{len(checks)} checks of {kind} ({what}: {', '.join(shown)}{more}); "
             f"explain(fn, verbose=True) lists them")
 
 
@@ -98,23 +103,54 @@ def _summary(kind: str, texts: list[str]) -> str:
 _MODULE_UNPACKS = {"unpack_attr", "unpack_submodule", "unpack_parameter", "unpack_buffer"}
 
 
-def _module_sources(prologue_trace, fn=None) -> dict[str, str]:
-    """Proxy name -> where the prologue reads it from the module: ``self.config.n_head``,
-    ``self.transformer.h.0.norm_1.eps``, ``self.lm_head.weight`` (thunder names them ``i63``,
-    ``f89``, ``t_lm_head_weight``). One walk over the prologue: its unpacks become provenance
-    records, named as explain() names every value (``metatrace.guards.provenance.text``)."""
+@dataclass
+class _PrologueReads:
+    """What a prologue reads from the jitted function or module (thunder names the values
+    ``i63``, ``f89``, ``t_lm_head_weight``): ``records``: proxy name -> its provenance record,
+    named as explain() names every value (``metatrace.guards.provenance.text``:
+    ``self.config.n_head``, ``self.lm_head.weight``); ``sizes``: a size's name -> its tensor's
+    name and dimension."""
+
+    records: dict[str, Any]
+    sizes: dict[str, tuple[str, int]]
+    fn: Any = None
+
+    def name(self, proxy_name: str) -> str:
+        """How explain names the value (``self.lm_head.weight``, ``a.shape[0]``); an argument by
+        its proxy's name."""
+        if proxy_name in self.records:
+            return provenance.text(self.records[proxy_name], self.fn)
+        if proxy_name in self.sizes:
+            tensor, d = self.sizes[proxy_name]
+            return f"{self.name(tensor)}.shape[{d}]"
+        return proxy_name
+
+    def own_state(self, proxy_name: str) -> bool:
+        """The value is the module's (or function's) own state (``self...``), not an argument."""
+        if proxy_name in self.sizes:
+            return self.own_state(self.sizes[proxy_name][0])
+        record = self.records.get(proxy_name)
+        return record is not None and provenance.reads_own_state(record)
+
+
+# Prologue unpacks of module state: (symbol name, how the source reads: attribute or path).
+_MODULE_UNPACKS = {"unpack_attr", "unpack_submodule", "unpack_parameter", "unpack_buffer"}
+
+
+def _prologue_reads(prologue_trace, fn=None) -> _PrologueReads:
+    """One walk over the prologue: its unpacks of the function or module become provenance
+    records, its ``shape`` reads the sizes of the tensors."""
     records: dict[str, Any] = {}
-    sizes: dict[str, str] = {}
+    sizes: dict[str, tuple[str, int]] = {}
     for bsym in prologue_trace.bound_symbols:
         name = bsym.sym.name
         outs = bsym.flat_proxy_outs
         if name == "shape" and bsym.args:  # (i0, i1, i2) = shape(a): a's sizes
             tensor = getattr(bsym.args[0], "name", None)
             if tensor is not None:
-                owner = provenance.text(records[tensor], fn) if tensor in records else tensor
                 for d, size in enumerate(bsym.output if isinstance(bsym.output, (tuple, list)) else ()):
                     if hasattr(size, "name"):
-                        sizes[size.name] = f"{owner}.shape[{d}]"
+                        sizes[size.name] = (tensor, d)
             continue
         if len(outs) != 1:
             continue
@@ -131,36 +167,67 @@ def _module_sources(prologue_trace, fn=None) -> dict[str, str]:
             records[outs[0].name] = provenance.attribute_record(owner, bsym.args[1])
         elif name == "unpack_getitem" and isinstance(bsym.args[1], (str, int)):
             records[outs[0].name] = provenance.item_record(owner, bsym.args[1])  # self.sizes[0], G[1]
-    return {**{n: provenance.text(r, fn) for n, r in records.items()}, **sizes}
+    return _PrologueReads(records, sizes, fn)
 
 
-def _entry_guard_texts(prologue_trace, fn=None) -> list[str]:
-    texts = []
-    sources = _module_sources(prologue_trace, fn)
+def _module_sources(prologue_trace, fn=None) -> dict[str, str]:
+    """Proxy name -> where the prologue reads it from the module: ``self.config.n_head``,
+    ``self.transformer.h.0.norm_1.eps``, ``self.lm_head.weight``."""
+    reads = _prologue_reads(prologue_trace, fn)
+    return {n: reads.name(n) for n in (*reads.records, *reads.sizes)}
+
+
+# thunder's checks of one value: check_len's subject is ``len(x)``
+_VALUE_CHECKS = ("check_number_type_and_value", "check_string_value", "check_literal_like", "check_len")
+
+
+def _entry_checks(prologue_trace, fn=None) -> list[CheckText]:
+    checks: list[CheckText] = []
+    reads = _prologue_reads(prologue_trace, fn)
     for bsym in prologue_trace.bound_symbols:
         name = bsym.sym.name
         if name == "metatrace_guards":
             program = PROGRAMS.get(bsym.args[0])
-            texts.extend(program.texts if program is not None else [f"guard program {bsym.args[0]} (not loaded)"])
+            texts = program.texts if program is not None else [f"guard program {bsym.args[0]} (not loaded)"]
+            checks.extend(t if isinstance(t, CheckText) else CheckText(t) for t in texts)
         elif name == "metatrace_structure" and hasattr(EXPECTED.get(bsym.args[0]), "text"):
-            texts.append(EXPECTED[bsym.args[0]].text)  # metatrace.guards.value_checks
-        elif name in ("check_number_type_and_value", "check_string_value", "check_literal_like", "check_len"):
+            checks.append(_expected_check(EXPECTED[bsym.args[0]], bsym.args[1:], fn))  # metatrace.guards.value_checks
+        elif name in _VALUE_CHECKS:
             subject, value = bsym.args[0], bsym.args[1]
             subject_name = getattr(subject, "name", repr(subject))
             if subject_name.startswith("cache_info"):
                 continue
-            subject_name = sources.get(subject_name, subject_name)
-            texts.append(f"len({subject_name}) == {value!r}" if name == "check_len" else f"{subject_name} == {value!r}")
+            shown = f"len({reads.name(subject_name)})" if name == "check_len" else reads.name(subject_name)
+            checks.append(CheckText(f"{shown} == {value!r}", shown, Relation.EQ, value, own_state=reads.own_state(subject_name)))
         elif name in ("check_tensor_metadata", "check_tensor_shape_and_metadata"):
-            t, shape, device, dtype, requires_grad = bsym.args[:5]
-            t_name = sources.get(t.name, t.name)
-            fixed = [f"{t_name}.shape[{d}] == {s}" for d, s in enumerate(shape) if isinstance(s, int)]
-            texts.append(f"{t_name}: rank {len(shape)}, {dtype}, {device}, requires_grad={requires_grad}")
-            texts.extend(fixed)
-    # thunder's own check of a value metatrace pinned reads like metatrace's text without its
+            checks.extend(_tensor_checks(bsym, reads))
+    # thunder's own check of a value metatrace pinned checks what metatrace's does, without its
     # reason (``a.shape[0] == 2`` beside ``a.shape[0] == 2 (input of fallback prim PAD ...)``)
-    explained = {t.split(" (", 1)[0] for t in texts if t.endswith(")") and " (" in t}
-    return [t for t in texts if t in explained and t.endswith(")") or t not in explained]
+    explained = {c.compares() for c in checks if c.reason}
+    return [c for c in checks if c.reason or c.compares() is None or c.compares() not in explained]
+
+
+def _tensor_checks(bsym, reads: _PrologueReads) -> list[CheckText]:
+    """thunder's check of a tensor's metadata: its rank, dtype, device and requires_grad, then
+    each size the entry fixed."""
+    t, shape, device, dtype, requires_grad = bsym.args[:5]
+    t_name, own = reads.name(t.name), reads.own_state(t.name)
+    metadata = CheckText(f"{t_name}: rank {len(shape)}, {dtype}, {device}, requires_grad={requires_grad}", t_name,
+                         tensor=t_name, own_state=own)
+    return [metadata, *(CheckText(f"{t_name}.shape[{d}] == {s}", f"{t_name}.shape[{d}]", Relation.EQ, s, tensor=t_name,
+                                  own_state=own) for d, s in enumerate(shape) if isinstance(s, int))]
+
+
+def _expected_check(expected, proxies: tuple, fn) -> CheckText:
+    """metatrace's check of a value (``self.k == 3 (read by the trace)``) or an argument's
+    structure: its subject is the value the prologue passes it, named by its provenance. Other
+    checks (the module's hooks and tensors, keyword order) read several values: no subject."""
+    history = getattr(proxies[0], "history", None) if proxies else None
+    if not isinstance(expected, (ExpectedValue, ExpectedArgument)) or history is None:
+        return CheckText(expected.text)
+    own = provenance.reads_own_state(history)
+    subject = provenance.text(history, fn) if own else provenance.state_name(history, fn)
+    return CheckText(expected.text, subject, own_state=own)
 
 
 def _jitted_function(jitted_fn):
@@ -177,7 +244,7 @@ def explain(jitted_fn, verbose: bool = False) -> list[EntryGuards]:
     if cs is None:
         raise ValueError("not a thunder.jit function")
     return [
-        EntryGuards(i, list(dict.fromkeys(_entry_guard_texts(entry.prologue_traces[-1], _jitted_function(jitted_fn)))),
+        EntryGuards(i, list(dict.fromkeys(_entry_checks(entry.prologue_traces[-1], _jitted_function(jitted_fn)))),
                     verbose)
         for i, entry in enumerate(cs.interpreter_cache)
     ]

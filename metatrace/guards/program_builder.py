@@ -29,7 +29,9 @@ from typing import Any
 
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
-from metatrace.guards.collect import ORDERED, GuardCollector, exact, is_nan
+from metatrace.guards import provenance
+from metatrace.guards.check_texts import NO_VALUE, CheckText
+from metatrace.guards.collect import GuardCollector, exact, is_nan
 from metatrace.guards.compiled_program import GuardProgram, ProgramConstraint, input_sizes_and_numbers
 from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project
 from metatrace.guards.record import Guard, is_leaf
@@ -37,37 +39,34 @@ from metatrace.guards.registry import PROGRAMS, new_id
 from metatrace.guards.structure import add_number_type_constraint
 from metatrace.metas import number_ops
 from metatrace.metas.concretizations import Reason, ReasonKind
-from metatrace.metas.number_ops import MIRROR, NEGATION
+from metatrace.metas.relations import Relation
 
 # The logger's name from before the guards were split by concern: logging configurations name it.
 logger = logging.getLogger("metatrace.guards.collect")
-
-# Relations that hold between a number and itself (for ints: a float NaN is not equal to itself).
-_REFLEXIVE_TRUE = {rel for rel, holds in number_ops.REFLEXIVE.items() if holds}
-
 
 def normalize(guard: Guard, producers: dict[str, Any]) -> Guard:
     """``(a > b) != 0`` -> ``a > b`` and ``(a > b) == 0`` -> ``a <= b``: a truth test of a
     comparison is guarded by the comparison itself (one check, readable)."""
     while (
-        guard.op in ("ne", "eq")
+        not guard.op.ordered
         and isinstance(guard.lhs, NumberProxy)
         and not is_leaf(guard.lhs)
         and type(guard.rhs) in (int, bool)
         and guard.rhs == 0
         and (bsym := producers.get(guard.lhs.name)) is not None
-        and (op := number_ops.relation(bsym.sym.id)) is not None  # a comparison prim or exact comparison
+        and (name := number_ops.relation(bsym.sym.id)) is not None  # a comparison prim or exact comparison
     ):
+        op = Relation(name)
         lhs, rhs = bsym.flat_args[0], bsym.flat_args[1]
         nan = next((side for side in (lhs, rhs) if is_nan(side)), None)
-        if guard.op == "eq" and op in ORDERED and nan is not None:
+        if guard.op is Relation.EQ and op.ordered and nan is not None:
             # ``not (f > 0.5)`` with f NaN is not ``f <= 0.5``: guarded as ``f != f`` (f is NaN)
-            return Guard("ne", nan, nan, guard.why, guard.where)
-        guard = Guard(op if guard.op == "ne" else NEGATION[op], lhs, rhs, guard.why, guard.where)
+            return Guard(Relation.NE, nan, nan, guard.why, guard.where)
+        guard = Guard(op if guard.op is Relation.NE else op.negated(), lhs, rhs, guard.why, guard.where)
     if not isinstance(guard.lhs, NumberProxy) and isinstance(guard.rhs, NumberProxy):
-        guard = Guard(MIRROR[guard.op], guard.rhs, guard.lhs, guard.why, guard.where)  # 1 <= i -> i >= 1
+        guard = Guard(guard.op.swapped(), guard.rhs, guard.lhs, guard.why, guard.where)  # 1 <= i -> i >= 1
     elif (
-        guard.op in ("eq", "ne")
+        not guard.op.ordered
         and isinstance(guard.rhs, NumberProxy)
         and guard.rhs.name < guard.lhs.name
     ):
@@ -79,11 +78,11 @@ def is_tautology(guard: Guard, sizes: set[str]) -> bool:
     """Holds for every call: ``x <= x``, or a tensor size compared with 0 the way sizes always are."""
     if guard.lhs is guard.rhs:
         # x == x does not hold for a float NaN: only integers compare reflexively for every call
-        return guard.op in _REFLEXIVE_TRUE and isinstance(guard.lhs, IntegerProxy)
+        return guard.op.reflexive and isinstance(guard.lhs, IntegerProxy)
     size_lhs = isinstance(guard.lhs, NumberProxy) and guard.lhs.name in sizes
     size_rhs = isinstance(guard.rhs, NumberProxy) and guard.rhs.name in sizes
     zero = lambda x: type(x) is int and x == 0  # noqa: E731
-    return (size_lhs and zero(guard.rhs) and guard.op == "ge") or (size_rhs and zero(guard.lhs) and guard.op == "le")
+    return (size_lhs and zero(guard.rhs) and guard.op is Relation.GE) or (size_rhs and zero(guard.lhs) and guard.op is Relation.LE)
 
 
 @dataclass(frozen=True)
@@ -150,14 +149,13 @@ def build_program(
         checked = simplify(guards, producers, order if scope.leaf_names is not None else scope.leaves,
                            scope.names, scope.sizes, is_leaf=scope.leaf_test())
         checked = [g for g in checked if g.text not in scope.skip]  # another program checks those
-        texts = [_with_reason(g, projected.decided | projected.reasons, projected.excluded) + scope.suffix
-                 for g in checked]
+        texts = [_check_text(g, projected, scope) for g in checked]
         plain, simplified = frozenset(g.text for g in checked), True
     except Exception as e:  # not expected: the guards as recorded are as correct, only longer
         if not isinstance(e, _AsRecorded):
             logger.warning("guard simplification failed: checking the guards as recorded", exc_info=True)
         checked = guards
-        texts = [describe_guard(g, producers, scope.names) + scope.suffix for g in guards]
+        texts = [CheckText(describe_guard(g, producers, scope.names) + scope.suffix, relation=g.op) for g in guards]
         plain, simplified = frozenset(), False
     if scope.reserved:
         leaves, leaf_names = scope.leaves, scope.leaf_names
@@ -175,24 +173,45 @@ def pin_program(program_id: str, scope: ProgramScope, why: str) -> GuardProgram:
     """A program that accepts only the leaves' current values: for a guard no expression of the
     leaves states, where the prologue can no longer get constraints of its own (grad)."""
     reason = Reason(ReasonKind.PINNED, why)
-    pins = [Guard("eq", p, exact(p.value), reason) for p in scope.leaves]
-    texts = [f"{scope.names.get(n, n)} == {p.value!r} ({why})" for n, p in zip(scope.guard_names(), scope.leaves)]
+    pins = [Guard(Relation.EQ, p, exact(p.value), reason) for p in scope.leaves]
+    texts = [pin_text(scope.names.get(n, n), p, why) for n, p in zip(scope.guard_names(), scope.leaves)]
     return GuardProgram(program_id, pins, texts, scope.leaves, {})
 
 
-def _with_reason(guard, reasons: dict[str, str], excluded: dict | None = None) -> str:
+def pin_text(name: str, leaf: NumberProxy, reason: str) -> CheckText:
+    """``name == value (reason)``: a leaf pinned to its value."""
+    return CheckText(f"{name} == {leaf.value!r} ({reason})", name, Relation.EQ, leaf.value, reason,
+                     own_state=_own_state([leaf]))
+
+
+def _check_text(guard, projected: _Projected, scope: ProgramScope) -> CheckText:
+    """A simplified guard's text as explain shows it (with the program's suffix), its reason
+    (:func:`_reason`), and what it checks."""
+    reason = _reason(guard, projected.decided | projected.reasons, projected.excluded)
+    text = (f"{guard.text} ({reason})" if reason else guard.text) + scope.suffix
+    value = NO_VALUE if guard.value is None else guard.value
+    leaves = [projected.leaves.get(name) for name in guard.leaves]
+    return CheckText(text, guard.subject, guard.relation, value, reason or "", own_state=_own_state(leaves))
+
+
+def _own_state(leaves: list) -> bool:
+    """The leaves are all the jitted module's own state (read from ``self``)."""
+    return bool(leaves) and all(p is not None and p.history is not None and provenance.reads_own_state(p.history)
+                                for p in leaves)
+
+
+def _reason(guard, reasons: dict[str, str], excluded: dict | None = None) -> str | None:
     """A pin (one input size or number equal to a constant) says what fixed it: the value baked
     in and the line that did (``k.shape[1] == 4 (float() at model.py:12 in forward)``). An
     exclusion (``B != 64``: one value, or one relation, that recompiles) says which check decided
     it (``B != 64 (checked at thunder/clang/__init__.py:123 in maybe_broadcast)``). A range or a
-    pin that only branches decided reads as it is."""
-    parts = guard.parts
-    is_pin = len(guard.leaves) == 1 and len(parts) == 3 and parts[1] == "=="
+    pin that only branches decided reads as it is (None)."""
+    is_pin = len(guard.leaves) == 1 and guard.relation is Relation.EQ
     reason = reasons.get(guard.leaves[0]) if is_pin else None
-    if reason is None and len(parts) == 3 and parts[1] == "!=" and excluded:
+    if reason is None and guard.relation is Relation.NE and excluded:
         where = excluded.get(frozenset(guard.leaves))
         reason = f"checked at {where}" if where else None
-    return f"{guard.text} ({reason})" if reason else guard.text
+    return reason
 
 
 class _AsRecorded(Exception):
@@ -250,11 +269,11 @@ def _note_reasons(out: _Projected, guard: Guard, guard_leaves: list) -> None:
         out.leaves.setdefault(p.name, p)
         if guard.why.kind is ReasonKind.NAMED:  # a reason explain names over any other (einsum's order, ...)
             out.reasons[p.name] = guard.why.text + site
-        elif guard.why.kind is not ReasonKind.BRANCH and guard.op == "eq":  # a value baked in
+        elif guard.why.kind is not ReasonKind.BRANCH and guard.op is Relation.EQ:  # a value baked in
             out.reasons.setdefault(p.name, guard.why.text + site)
         elif guard.where:
             out.decided.setdefault(p.name, f"checked at {guard.where}")
-    if guard.op == "ne" and guard.where:
+    if guard.op is Relation.NE and guard.where:
         out.excluded.setdefault(frozenset(p.name for p in guard_leaves), guard.where)
 
 
@@ -299,5 +318,5 @@ def add_prologue_constraints(
         # inputs may reuse this entry.
         for p in scope.leaves:
             ctx.add_constraint((check_number_type_and_value, p, p.value))
-            built.texts.append(f"{scope.names.get(p.name, p.name)} == {p.value!r} (pinned: {built.pin_all})")
+            built.texts.append(pin_text(scope.names.get(p.name, p.name), p, f"pinned: {built.pin_all}"))
     return built.checked_texts

@@ -16,7 +16,6 @@ from thunder.core.proxies import NumberProxy, Proxy
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.record import Guard, is_leaf, is_static_value
 from metatrace.metas import number_ops
-from metatrace.metas.number_ops import SYMBOLS
 
 # Producers the prologue can replay on numbers (the python executor runs them): id -> row.
 REPLAYABLE = number_ops.REPLAYABLE
@@ -112,7 +111,7 @@ def _type_name(t) -> str:
 
 def describe_guard(guard: Guard, producers: dict[str, Any], names: dict[str, str] | None = None) -> str:
     lhs, rhs = describe(guard.lhs, producers, names), describe(guard.rhs, producers, names)
-    return f"{_unparen(lhs)} {SYMBOLS[guard.op]} {_unparen(rhs)}"
+    return f"{_unparen(lhs)} {guard.op.symbol} {_unparen(rhs)}"
 
 
 def _unparen(text: str) -> str:

@@ -317,11 +317,12 @@ def _shown(pr: Any) -> tuple[Root, list[Step]]:
     return path.root, [*path.steps, *outer]
 
 
-def _render(pr: Any, fn: Any) -> tuple[str, bool]:
+def _render(pr: Any, fn: Any) -> tuple[str, bool, bool]:
     """(``G[0]``, ``self.h.0.attn``, ``conv.weight``, ``<value>[0]`` where the root is not the
-    function; whether every part is known)."""
+    function; whether every part is known; whether it is read from the function or module itself,
+    not its globals or closures: shown from ``self``)."""
     root, steps = _shown(pr)
-    complete = root is Root.FUNCTION
+    complete = own = root is Root.FUNCTION
     text, state = ("self", "self") if complete else ("<value>", None)
     free = getattr(getattr(fn, "__code__", None), "co_freevars", ())
     i = 0
@@ -332,9 +333,9 @@ def _render(pr: Any, fn: Any) -> tuple[str, bool]:
         attr = s.kind is Read.ATTR
         nxt = steps[i + 1] if i + 1 < len(steps) else None
         if state == "self" and k == "__globals__":
-            text, state = "globals()", "globals"  # fn.__globals__
+            text, state, own = "globals()", "globals", False  # fn.__globals__
         elif state == "self" and k == "__closure__":
-            text, state = "closure", "closure"
+            text, state, own = "closure", "closure", False
         elif state == "globals" and isinstance(k, str):
             text, state = k, None  # a global: G
         elif state == "self" and attr and k == "forward":
@@ -344,7 +345,7 @@ def _render(pr: Any, fn: Any) -> tuple[str, bool]:
         elif state in ("forward", "func") and attr and k == "__globals__":
             text, state = text + ".__globals__", "module globals"
         elif state == "module globals" and not attr and isinstance(k, str) and _GLOBAL_NAME.fullmatch(k):
-            text, state = k, None
+            text, state, own = k, None, False
         elif state == "closure" and not attr and type(k) is int and k >= 0 and s.known:
             text, state = f"{text}[{k}]", k  # a cell: closure[0]
         elif type(state) is int and attr and k == "cell_contents":
@@ -355,7 +356,7 @@ def _render(pr: Any, fn: Any) -> tuple[str, bool]:
         else:
             text, state = (f"{text}.{k}" if attr else f"{text}[{k!r}]"), None
         i += 1
-    return text, complete
+    return text, complete, own
 
 
 def text(pr: Any, fn: Any = None) -> str:
@@ -365,10 +366,16 @@ def text(pr: Any, fn: Any = None) -> str:
     return _render(pr, fn)[0]
 
 
+def reads_own_state(pr: Any) -> bool:
+    """Whether the value read through ``pr`` is the jitted function's or module's own state
+    (shown as ``self.lin.weight``, ``self.__defaults__[0]``), not an argument, global or closure."""
+    return _render(pr, None)[2]
+
+
 def state_name(pr: Any, fn: Any = None) -> str | None:
     """:func:`text` where every part of it is known and it is read from the function's
     globals, closures or module (``conv.stride[0]``, ``self.k``), else None."""
-    shown, complete = _render(pr, fn)
+    shown, complete, _ = _render(pr, fn)
     return shown if complete else None
 
 

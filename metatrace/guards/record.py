@@ -10,23 +10,28 @@ from typing import Any
 from thunder.core.proxies import NumberProxy, Proxy
 
 from metatrace.metas.concretizations import Reason
+from metatrace.metas.relations import Relation
 
 
 @dataclass(frozen=True)
 class Guard:
-    """``lhs <op> rhs`` must hold for a cache entry to be reused. ``why``: what concretized it
-    (its kind decides how the guard is treated); ``where``: the thunder (or user) source line
-    that did, as ``file:line in function``."""
+    """``lhs <op> rhs`` must hold for a cache entry to be reused. ``op``: a :class:`Relation`
+    (given its name, ``"lt"``, it becomes the member); ``why``: what concretized it (its kind
+    decides how the guard is treated); ``where``: the thunder (or user) source line that did, as
+    ``file:line in function``."""
 
-    op: str
+    op: Relation
     lhs: Any
     rhs: Any
     why: Reason
     where: str = ""
 
+    def __post_init__(self):
+        if type(self.op) is not Relation:
+            object.__setattr__(self, "op", Relation(self.op))
+
     def key(self) -> tuple:
         return (self.op, _key(self.lhs), _key(self.rhs))
-
 
 
 def _key(x) -> Any:

@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from metatrace.metas.relations import Relation
 from metatrace.state import compile_context
 
 
@@ -50,7 +51,7 @@ def baked_in(why: "str | Reason") -> Reason:
 
 
 class Collector(Protocol):
-    def relation(self, op: str, lhs: Any, rhs: Any, value: bool) -> None: ...
+    def relation(self, op: Relation | str, lhs: Any, rhs: Any, value: bool) -> None: ...
 
     def static(self, x: Any, value: Any, why: "str | Reason") -> None: ...
 
@@ -61,7 +62,7 @@ class Collector(Protocol):
 
 
 
-def relation(op: str, lhs: Any, rhs: Any, value: bool) -> None:
+def relation(op: Relation | str, lhs: Any, rhs: Any, value: bool) -> None:
     collector = compile_context.collector()
     if collector is not None:
         collector.relation(op, lhs, rhs, value)

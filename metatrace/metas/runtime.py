@@ -32,6 +32,7 @@ from thunder.core.proxies import pyval as _thunder_pyval
 
 from metatrace.state.weak_tables import IdentityTable
 from metatrace.metas import concretizations, number_ops, peeks, settled_checks, unbacked
+from metatrace.metas.relations import Relation
 from metatrace.metas.record_state import current_recorder, functional_trace, value_propagation
 from metatrace.metas.record_state import record as _record
 
@@ -263,11 +264,11 @@ def truth(x) -> bool:
         return x.value
     if _is_symbolic(x):
         if _thunder_pyval(x) is None:  # read from tensor data: decided where every value (or the site) agrees
-            if (decided := unbacked.decide("ne", x, 0, functional_trace())) is not None:
+            if (decided := unbacked.decide(Relation.NE, x, 0, functional_trace())) is not None:
                 return decided
-            raise concretizations.relation("ne", x, 0, None) or unbacked.undecided("ne", x, 0)  # (the collector raises first)
+            raise concretizations.relation(Relation.NE, x, 0, None) or unbacked.undecided(Relation.NE, x, 0)  # (the collector raises first)
         value = bool(_thunder_pyval(x))
-        concretizations.relation("ne", x, 0, value)
+        concretizations.relation(Relation.NE, x, 0, value)
         return value
     return bool(x)
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from thunder.core.proxies import NumberProxy
 
 from metatrace.metas import concretizations
+from metatrace.metas.relations import Relation
 
 
 def one_or_same(size, target: Callable, as_written: Callable) -> bool:
@@ -34,6 +35,6 @@ def one_or_same(size, target: Callable, as_written: Callable) -> bool:
         if other is size:
             return True
         if isinstance(other, NumberProxy) and type(other.value) is int and other.value == size.value:
-            concretizations.relation("eq", other, size, True)
+            concretizations.relation(Relation.EQ, other, size, True)
             return True
     return as_written()

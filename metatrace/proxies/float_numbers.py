@@ -48,6 +48,7 @@ from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
 from metatrace.state import compile_context
 from metatrace.metas import concretizations
 from metatrace.metas.concretizations import Reason, ReasonKind
+from metatrace.metas.relations import Relation
 from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
 
 
@@ -110,8 +111,8 @@ def guard_exact_float(bsym) -> None:
         if hasattr(collector, "float_range"):
             collector.float_range(x, EXACT)
         else:
-            concretizations.relation("le", x, EXACT, True)
-            concretizations.relation("ge", x, -EXACT, True)
+            concretizations.relation(Relation.LE, x, EXACT, True)
+            concretizations.relation(Relation.GE, x, -EXACT, True)
     else:
         # The range guard would not hold: this entry's guards are checked as recorded (Python
         # evaluates float(n) exactly), not simplified (metatrace.guards.program_builder).

@@ -39,6 +39,7 @@ import metatrace.metas.record_state as record_state
 import metatrace.metas.runtime as runtime
 from metatrace.state import compile_context
 from metatrace.metas import python_executor, concretizations, unbacked
+from metatrace.metas.relations import Relation
 from metatrace.metas.torch_ops import data_dependent, data_dependent_ops
 from metatrace.patching import Patch, attribute, item
 from metatrace.proxies import float_numbers
@@ -211,13 +212,13 @@ def _report_producer(bsym) -> None:
 
 
 def _report_truth(self, value: bool) -> None:
-    concretizations.relation("ne", self, 0, value)
+    concretizations.relation(Relation.NE, self, 0, value)
 
 
 def _bool(original):
     def __bool__(self) -> bool:
         if self.value is None:  # read from tensor data: decided where every value (or the site) agrees
-            if (decided := unbacked.decide("ne", self, 0, record_state.functional_trace())) is not None:
+            if (decided := unbacked.decide(Relation.NE, self, 0, record_state.functional_trace())) is not None:
                 return decided
             _report_truth(self, None)  # the report raises DataDependentError
         value = original(self)
@@ -328,7 +329,7 @@ def _bool_lookaside(original):
     def bool_lookaside(wrapped_x):
         x = wrapped_x.value
         if isinstance(x, NumberProxy) and compile_context.collector() is not None:
-            concretizations.relation("ne", x, 0, None if x.value is None else bool(x.value))
+            concretizations.relation(Relation.NE, x, 0, None if x.value is None else bool(x.value))
             lookaside = default_lookaside(bool) or bool
             return lookaside(wrapped_x)
         if not any("__bool__" in vars(k) or "__len__" in vars(k) for k in type(x).__mro__):

@@ -27,6 +27,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.trace import get_tracectx
 
 from metatrace.metas.proxy_edits import give_class
+from metatrace.metas.relations import Relation
 from metatrace.metas.torch_ops.torch_metas import numel_number, tracing
 from metatrace.patching import Patch, item
 from metatrace.proxies.python_number_semantics import proxy_method
@@ -75,9 +76,9 @@ def _plain_int_op(op_name: str, reflected: bool = False):
 for _name in ("add", "sub", "mul", "floordiv", "truediv", "mod", "pow"):
     setattr(_CallableInt, f"__{_name}__", _plain_int_op(_name))
     setattr(_CallableInt, f"__r{_name}__", _plain_int_op(_name, reflected=True))
-for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
-    setattr(_CallableInt, f"__{_name}__", _plain_int_op(_name))
-del _name
+for _relation in Relation:
+    setattr(_CallableInt, f"__{_relation.value}__", _plain_int_op(_relation.value))
+del _name, _relation
 
 
 class _CallableIntegerProxy(IntegerProxy):

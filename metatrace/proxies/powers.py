@@ -14,6 +14,7 @@ from __future__ import annotations
 from thunder.core.proxies import NumberProxy
 
 from metatrace.metas import concretizations, number_ops, python_executor
+from metatrace.metas.relations import Relation
 from metatrace.metas.raising_symbols import guard_domain
 from metatrace.metas.torch_ops.torch_metas import tracing
 
@@ -34,7 +35,7 @@ def power(a, b, original):
     for rel, x, constant, holds in found:
         if isinstance(x, NumberProxy):
             concretizations.relation(rel, x, constant, holds)
-    if all(holds for rel, _, constant, holds in found if rel == "ge"):
+    if all(holds for rel, _, constant, holds in found if Relation(rel) is Relation.GE):
         return original()  # a real power (or 0 to a negative power: thunder's raises, as eager)
     # a negative base: real only for an integral exponent, which no relation states
     exponent = _value(b)

@@ -466,7 +466,7 @@ def test_the_grad_transform_has_one_wrapper():
 # The one context variable outside metatrace.state.compile_context: the simplifier's out-parameter for
 # the conditions an expression needs not to raise (a pure algebra's internal, not compile context;
 # issue 39 asks for it to become a return value).
-CONTEXT_OUTSIDE = {"guards/simplify/expressions.py"}
+CONTEXT_OUTSIDE: set[str] = set()
 
 
 def test_compile_context_is_declared_in_one_module():
@@ -513,7 +513,8 @@ def test_size_decisions_read_no_frame():
 # Relations are typed (issue 39): the size decisions and the guard simplifier compare
 # ``metatrace.metas.relations.Relation`` members, not the strings that name them.
 _RELATION_TEXTS = {"eq", "ne", "lt", "le", "gt", "ge", "==", "!=", "<", "<=", ">", ">="}
-TYPED_RELATIONS = ("metas/unbacked.py", "guards/simplify")
+TYPED_RELATIONS = ("metas/unbacked.py", "guards/simplify", "guards/record.py", "guards/collect.py",
+                   "guards/program_builder.py", "guards/projection.py")
 
 
 def test_relations_are_not_named_by_strings():
@@ -524,4 +525,27 @@ def test_relations_are_not_named_by_strings():
             docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
             found += [f"{p.relative_to(PACKAGE)}:{node.lineno} {node.value!r}" for node in ast.walk(tree)
                       if isinstance(node, ast.Constant) and node.value in _RELATION_TEXTS and id(node) not in docstrings]
+    assert found == []
+
+
+def _string_constants(node: ast.AST):
+    """The string constants a comparison's operand is: ``"eq"``, or those of ``("eq", "ne")``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield node.value
+    elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        for element in node.elts:
+            yield from _string_constants(element)
+
+
+def test_no_relation_is_decided_by_comparing_strings():
+    """Anywhere in metatrace, a decision on a relation compares ``Relation`` members
+    (``guard.op is Relation.EQ``, ``op.ordered``), never a relation's name or symbol
+    (``op == "eq"``, ``parts[1] in ("==", "!=")``)."""
+    found = sorted(
+        f"{p.relative_to(PACKAGE)}:{node.lineno} {ast.unparse(node)}"
+        for p in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Compare)
+        and any(text in _RELATION_TEXTS for operand in (node.left, *node.comparators) for text in _string_constants(operand))
+    )
     assert found == []

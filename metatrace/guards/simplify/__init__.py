@@ -35,7 +35,8 @@ integers that the guards convert to float are exact in a double (below 2**53 in 
 API: :func:`simplify` returns :class:`SimpleGuard` objects: ``text`` for ``explain`` and
 ``python(param, const)`` for :class:`metatrace.guards.compiled_program.GuardProgram`.
 
-Modules, the algebra apart from the decision procedure: ``expressions`` (Node, Poly, build),
+Modules, the algebra apart from the decision procedure: ``polynomials`` (Node, Poly: the integer
+ring, its ``+ - * // %``), ``expressions`` (build: every operation, pure, with its conditions),
 ``bounds`` (intervals), ``relations`` (canonical relations), ``reduction`` (the decision procedure
 and its result) and ``rendering`` (text and Python). ``MERGE_RELATIONS`` is read from
 ``reduction`` (``metatrace.guards.simplify.reduction.MERGE_RELATIONS``: set it there).
@@ -44,13 +45,13 @@ and its result) and ``rendering`` (text and Python). ``MERGE_RELATIONS`` is read
 from __future__ import annotations
 
 from metatrace.guards.simplify.bounds import bounds
-from metatrace.guards.simplify.expressions import Expr, Node, Poly, build, const
+from metatrace.guards.simplify.expressions import Built, Expr, Node, Poly, build, const
 from metatrace.guards.simplify.traversal import recorded_parts, substitute
 from metatrace.guards.simplify.reduction import SimpleGuard, simplify
 from metatrace.guards.simplify.relations import canonical, relation
 from metatrace.guards.simplify.rendering import python_check, render
 
 __all__ = [
-    "Expr", "Node", "Poly", "SimpleGuard", "bounds", "build", "canonical", "const",
+    "Built", "Expr", "Node", "Poly", "SimpleGuard", "bounds", "build", "canonical", "const",
     "python_check", "recorded_parts", "relation", "render", "simplify", "substitute",
 ]

@@ -12,7 +12,6 @@ from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
 from metatrace.guards.record import Guard, is_leaf as _default_is_leaf, is_static_value
 from metatrace.guards.simplify.bounds import INF, bounds
 from metatrace.guards.simplify.expressions import (
-    CONDITIONS,
     FROM_PRIM,
     ZERO,
     Expr,
@@ -21,10 +20,9 @@ from metatrace.guards.simplify.expressions import (
     wrap_node,
     build,
     const,
-    padd,
+    node_const,
     patom,
     pconst,
-    pscale,
 )
 from metatrace.guards.simplify.traversal import collect_leaf_nodes, leaves_of, substitute
 from metatrace.guards.simplify.relations import RAW, Rel, add_relation, collect_covered, never_relation, canonical, relation
@@ -40,11 +38,16 @@ MERGE_RELATIONS = True
 class SimpleGuard:
     """One simplified guard. ``parts`` alternate expressions and comparison symbols
     (``(2, "<=", T, "<=", 127)``); ``text``: as ``explain`` shows it; ``leaves``: the names of
-    the leaf proxies it reads."""
+    the leaf proxies it reads. A guard ``lhs <relation> rhs`` (three parts) has its
+    ``relation``, its left side as shown (``subject``) and its right side's ``value`` where that
+    is a constant (``n > 1``); a range (five parts) or a truth test (one) has None."""
 
     parts: tuple
     text: str
     leaves: tuple
+    relation: Relation | None = None
+    subject: str | None = None
+    value: Any = None
 
     def python(self, param: Callable[[str], str], const: Callable[[Any], str]) -> str:
         """Python source of the check: ``param(leaf name)`` is the parameter holding that leaf,
@@ -53,18 +56,23 @@ class SimpleGuard:
 
 
 def _make(parts: tuple, show: Callable[[str], str]) -> SimpleGuard:
-    text = " ".join(p if isinstance(p, str) else side_text(render(p, show)) for p in parts)
+    shown = [p if isinstance(p, str) else side_text(render(p, show)) for p in parts]
     leaves: set = set()
     for p in parts:
         if not isinstance(p, str):
             leaves_of(p, leaves)
-    return SimpleGuard(parts, text, tuple(sorted(leaves)))
+    if len(parts) != 3:
+        return SimpleGuard(parts, " ".join(shown), tuple(sorted(leaves)))
+    return SimpleGuard(parts, " ".join(shown), tuple(sorted(leaves)), Relation.of_symbol(parts[1]), shown[0],
+                       node_const(parts[2]))
 
 
 
 
 class _Builder:
-    """Guard operands as expressions over the leaves, through their producers."""
+    """Guard operands as expressions over the leaves, through their producers. ``conditions``:
+    what the operations built need not to raise (:class:`metatrace.guards.simplify.expressions.Built`),
+    in the order they were built."""
 
     def __init__(self, producers, order, is_leaf, static_leaves):
         self.producers = producers
@@ -72,6 +80,7 @@ class _Builder:
         self.is_leaf = is_leaf
         self.static_leaves = static_leaves
         self.memo: dict[str, Expr] = {}
+        self.conditions: list[Expr] = []
 
     def expr(self, x) -> Expr:
         if not isinstance(x, NumberProxy):
@@ -88,7 +97,9 @@ class _Builder:
                 e = const(x.value)
             else:
                 bsym = self.producers[x.name]
-                e = build(FROM_PRIM[bsym.sym.id], [self.expr(a) for a in bsym.flat_args])
+                built = build(FROM_PRIM[bsym.sym.id], [self.expr(a) for a in bsym.flat_args])
+                e = built.expr
+                self.conditions += built.conditions
             self.memo[x.name] = e
         return e
 
@@ -116,14 +127,9 @@ def simplify(
     names = names or {}
     builder = _Builder(producers, [getattr(p, "name", p) for p in leaves], is_leaf, static_leaves)
     rels: list[Rel] = []
-    conditions: list[Expr] = []
-    token = CONDITIONS.set(conditions)
-    try:
-        for i, g in enumerate(guards):
-            add_relation(rels, relation(g.op, builder.expr(g.lhs), builder.expr(g.rhs)), i)
-    finally:
-        CONDITIONS.reset(token)
-    for e in conditions:
+    for i, g in enumerate(guards):
+        add_relation(rels, relation(g.op, builder.expr(g.lhs), builder.expr(g.rhs)), i)
+    for e in builder.conditions:
         add_relation(rels, relation(Relation.NE, e, ZERO), len(rels) + 1_000_000, implicit=True)
     return _reduce(rels, set(sizes), lambda n: names.get(n, n))
 
@@ -176,7 +182,7 @@ def _solve(r: Rel) -> tuple[Node, Poly] | None:
             if m[0].args[0] in leaves_of(rest):
                 continue
             if best is None or m[0].key > best[0].key:
-                best = (m[0], pscale(rest, -c))  # c * x + rest == 0  ->  x == -rest / c
+                best = (m[0], rest * -c)  # c * x + rest == 0  ->  x == -rest / c
     return best
 
 
@@ -187,7 +193,7 @@ def _eliminate(rels: list[Rel]) -> list[Rel]:
             s = _solve(r)
             if s is not None:
                 leaf, value = s
-                r.solved, r.poly = leaf.args[0], padd(patom(leaf), value, -1)
+                r.solved, r.poly = leaf.args[0], patom(leaf) - value
                 rels = _dedupe(_apply(rels, {leaf.args[0]: value}, keep=r))
                 break
         else:
@@ -216,7 +222,7 @@ def _group(r: Rel) -> tuple[Poly, int, int] | None:
         return None
     lin = r.poly.linear()
     s = 1 if lin.terms[0][1] > 0 else -1
-    return (pscale(lin, s), s, r.poly.const)
+    return (lin * s, s, r.poly.const)
 
 
 class Ranges(NamedTuple):
@@ -272,11 +278,11 @@ def _ranges(rels: list[Rel], sizes: set[str]) -> Ranges:
             return Ranges(ranges, [never_relation()], None, strict)
         if a == b:
             others = [r for r in rels if r.op is Relation.EQ or _leaf_of(g[0].atom() if (g := _group(r)) else None) != name]
-            return Ranges(ranges, others, Rel(Relation.EQ, padd(patom(node), pconst(a), -1), order=-1), strict)
+            return Ranges(ranges, others, Rel(Relation.EQ, patom(node) - pconst(a), order=-1), strict)
         ranges[name] = (a, b)
         for k, (implicit, order) in excluded.items():
             if a < k < b:
-                rest.append(Rel(Relation.NE, padd(patom(node), pconst(k), -1), implicit=implicit, order=order))
+                rest.append(Rel(Relation.NE, patom(node) - pconst(k), implicit=implicit, order=order))
     return Ranges(ranges, rest, None, strict)
 
 
@@ -350,7 +356,7 @@ def _first(p: Poly, sizes: set[str]) -> tuple:
 
 def _solved_parts(r: Rel, leaf: Node) -> tuple:
     x = patom(leaf)
-    value = padd(x, r.poly, -1)  # poly is x - value
+    value = x - r.poly  # poly is x - value
     other = value.atom()
     if other is not None and other.op == "leaf" and other.key < leaf.key:
         return (value, Relation.EQ.symbol, x)  # B == k.shape[0]: the earlier input on the left
@@ -374,9 +380,9 @@ def _parts(r: Rel, sizes: set[str]) -> tuple:
     if rel is Relation.GE and c == -1:
         c, rel = 0, Relation.GT
     if c > 0:  # a constant goes right: j <= i + 10
-        return (neg, rel.swapped().symbol, padd(pos, pconst(c)))
+        return (neg, rel.swapped().symbol, pos + c)
     if c < 0:
-        return (pos, rel.symbol, padd(neg, pconst(-c)))
+        return (pos, rel.symbol, neg - c)
     if _first(neg, sizes) < _first(pos, sizes):
         return (neg, rel.swapped().symbol, pos)
     return (pos, rel.symbol, neg)

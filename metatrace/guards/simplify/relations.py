@@ -16,9 +16,7 @@ from metatrace.guards.simplify.expressions import (
     int_of,
     node_const,
     build,
-    padd,
     pconst,
-    pscale,
 )
 from metatrace.metas.relations import Relation
 
@@ -65,13 +63,13 @@ def canonical(op: Relation | str, p: Poly) -> Rel | bool:
     strict = op in (Relation.GT, Relation.LT)
     if op in _TO_GE:
         sign, shift = _TO_GE[op]
-        p, op = padd(pscale(p, sign), pconst(shift)), Relation.GE
+        p, op = p * sign + shift, Relation.GE
     lin, c = p.linear(), p.const
     if not lin.terms:
         return op.evaluate(c, 0)
     g = math.gcd(*(k for _, k in lin.terms))
     if op is Relation.GE:
-        return Rel(Relation.GE, padd(Poly({m: k // g for m, k in lin.terms}), pconst(c // g)), strict=strict and g == 1)
+        return Rel(Relation.GE, Poly({m: k // g for m, k in lin.terms}) + c // g, strict=strict and g == 1)
     if c % g:
         return op is Relation.NE
     sign = 1 if lin.terms[0][1] > 0 else -1
@@ -90,14 +88,14 @@ def relation(op: Relation | str, lhs: Expr, rhs: Expr) -> Rel | bool:
     op = Relation(op)
     pl, pr = int_of(lhs), int_of(rhs)
     if pl is not None and pr is not None:
-        return canonical(op, padd(pl, pr, -1))
+        return canonical(op, pl - pr)
     for p, other, o in ((pl, rhs, op), (pr, lhs, op.swapped())):
         v = node_const(other)
         if p is not None and type(v) is float and math.isfinite(v):  # int p against a fractional float
             if not o.ordered:
                 return o is Relation.NE
             integer_op, bound = _INTEGER_BOUND[o]
-            return canonical(integer_op, padd(p, pconst(bound(v)), -1))
+            return canonical(integer_op, p - pconst(bound(v)))
     if lhs.key > rhs.key:
         lhs, rhs, op = rhs, lhs, op.swapped()
     if lhs == rhs and lhs.typ == "int":
@@ -119,7 +117,7 @@ def collect_covered(e: Expr, out: set) -> None:
     if e.op in DIVIDING:
         needs.append(e.args[1])
     if e.op in FINITE and float_source(e.args[0]):
-        needs.append(build("isfinite", [e.args[0]]))
+        needs.append(build("isfinite", [e.args[0]]).expr)
     for x in needs:
         r = relation(Relation.NE, x, ZERO)
         if isinstance(r, Rel):

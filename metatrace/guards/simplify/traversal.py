@@ -8,9 +8,8 @@ from typing import Any, Callable
 from thunder.core.proxies import NumberProxy
 
 from metatrace.guards.record import Guard, is_static_value
-from metatrace.guards.simplify.expressions import ZERO, Expr, Node, Poly, wrap_node, build, padd, pconst, pmul
+from metatrace.guards.simplify.expressions import ZERO, Expr, Node, Poly, wrap_node, build, pconst
 from metatrace.metas import number_ops
-from metatrace.metas.number_ops import SYMBOLS
 
 
 def substitute(e: Expr, sub: dict[str, Expr], memo: dict | None = None) -> Expr:
@@ -25,14 +24,14 @@ def substitute(e: Expr, sub: dict[str, Expr], memo: dict | None = None) -> Expr:
             for n in m:
                 x = substitute(n, sub, memo)
                 assert isinstance(x, Poly), "an int atom rebuilds as an int polynomial"
-                t = pmul(t, x)
-            out = padd(out, t)
+                t = t * x
+            out = out + t
     elif e.op == "leaf":
         out = sub.get(e.args[0], wrap_node(e))
     elif e.op == "const":
         out = e
     else:
-        out = build(e.op, [substitute(a, sub, memo) for a in e.args])
+        out = build(e.op, [substitute(a, sub, memo) for a in e.args]).expr  # (conditions are collected as the guards are first built)
     memo[e.key] = out
     return out
 
@@ -65,7 +64,7 @@ def recorded_parts(guard: Guard, producers: dict[str, Any], is_param: Callable[[
         bsym = producers[x.name]
         return Node(number_ops.REPLAYABLE[bsym.sym.id].op, tuple(unfolded(a) for a in bsym.flat_args), "other")
 
-    return (unfolded(guard.lhs), SYMBOLS[guard.op], unfolded(guard.rhs))
+    return (unfolded(guard.lhs), guard.op.symbol, unfolded(guard.rhs))
 
 
 def collect_leaf_nodes(e: Expr, out: dict) -> None:

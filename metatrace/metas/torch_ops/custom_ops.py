@@ -44,6 +44,7 @@ from thunder.core.pytree import tree_flatten, tree_map, tree_unflatten
 
 from metatrace.errors import MetatraceError
 from metatrace.metas import concretizations
+from metatrace.metas.relations import Relation
 from metatrace.patching import Patch, item
 
 NAME = "metatrace_custom_op"
@@ -137,7 +138,8 @@ class _FakeRun:
 
     def report_guards(self, why: str) -> None:
         """Each guard the fake implementation's decisions left in the ShapeEnv, as metatrace's."""
-        ops = {sympy.Eq: "eq", sympy.Ne: "ne", sympy.Lt: "lt", sympy.Le: "le", sympy.Gt: "gt", sympy.Ge: "ge"}
+        ops = {sympy.Eq: Relation.EQ, sympy.Ne: Relation.NE, sympy.Lt: Relation.LT, sympy.Le: Relation.LE,
+               sympy.Gt: Relation.GT, sympy.Ge: Relation.GE}
         for guard in self.env.guards:
             expr = guard.expr
             op = ops.get(type(expr))
