@@ -34,7 +34,7 @@ import thunder
 import thunder.core.prims as prims
 from thunder.core.proxies import NumberProxy
 
-from metatrace.guards.record import Guard, is_leaf
+from metatrace.guards.guard_record import Guard, is_leaf
 from metatrace.metas.concretizations import BRANCH, FLOAT_RANGE, Reason, ReasonKind, baked_in
 from metatrace.metas import unbacked
 from metatrace.metas.relations import Relation
@@ -202,7 +202,7 @@ class GuardCollector:
         self._add(Guard(Relation.LE, x, bound, FLOAT_RANGE))
         self._add(Guard(Relation.GE, x, -bound, FLOAT_RANGE))
 
-    def static(self, x: Any, value: Any, why: str | Reason) -> None:
+    def bake_in(self, x: Any, value: Any, why: str | Reason) -> None:
         self._add(Guard(Relation.EQ, x, exact(value), baked_in(why)))
 
     def produced(self, bsym) -> None:

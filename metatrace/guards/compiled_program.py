@@ -14,7 +14,7 @@ from typing import Any
 from thunder.core.proxies import NumberProxy, TensorProxy
 
 from metatrace.guards.collect import GuardFailure
-from metatrace.guards.record import Guard, is_leaf
+from metatrace.guards.guard_record import Guard, is_leaf
 from metatrace.guards.registry import PROGRAMS, guard_symbol
 from metatrace.guards.simplify import SimpleGuard, python_check, recorded_parts
 from metatrace.guards.structure import check_failed, number_types_changed

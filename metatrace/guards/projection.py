@@ -14,7 +14,7 @@ import thunder.core.prims as prims
 from thunder.core.proxies import NumberProxy, Proxy
 
 from metatrace.guards.collect import GuardCollector
-from metatrace.guards.record import Guard, is_leaf, is_static_value
+from metatrace.guards.guard_record import Guard, is_leaf, is_static_value
 from metatrace.metas import number_ops
 
 # Producers the prologue can replay on numbers (the python executor runs them): id -> row.

@@ -16,7 +16,7 @@ bakes in what ``int`` implies (``torch.tensor(n)``'s dtype, ``7 // 2`` against `
 
 from __future__ import annotations
 
-from metatrace.guards.compile_session import session
+from metatrace.state.compile_session import session
 from metatrace.errors import MetatraceError
 
 from typing import Any

@@ -31,7 +31,7 @@ from thunder.core.proxies import Proxy
 
 from metatrace.guards import classify, content_reads, provenance
 from metatrace.guards.classify import ExpectedArgument, Identity
-from metatrace.guards.compile_session import session
+from metatrace.state.compile_session import session
 from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
 
 LEAF_TYPES = (str, bool, int, float, complex, type(None), type(Ellipsis), torch.dtype, torch.device, torch.layout,

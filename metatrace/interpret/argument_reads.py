@@ -36,7 +36,7 @@ from thunder.core.proxies import Proxy
 
 from metatrace.guards import classify, provenance
 from metatrace.guards.classify import Kind
-from metatrace.guards.compile_session import session
+from metatrace.state.compile_session import session
 from metatrace.guards.provenance import Root
 from metatrace.guards.value_checks import add_value_check
 from metatrace.patching import Patch, attribute

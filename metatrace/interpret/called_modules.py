@@ -41,7 +41,7 @@ from thunder.core.proxies import Proxy
 from thunder.core.trace import tracectx
 
 from metatrace.guards import provenance
-from metatrace.guards.compile_session import session
+from metatrace.state.compile_session import session
 from metatrace.guards.provenance import is_jitted_function, may_register_for_prologue, rooted_in_arguments, rooted_in_prologue
 from metatrace.guards.registry import EXPECTED, new_id
 from metatrace.guards.value_checks import ValueConstraint

@@ -48,7 +48,7 @@ from thunder.core.interpreter import ProvenanceRecord, WrappedValue
 
 from metatrace.state import compile_context
 from metatrace.guards import provenance
-from metatrace.guards.compile_session import session
+from metatrace.state.compile_session import session
 from metatrace.guards.provenance import (
     attribute_name,
     attribute_record,

@@ -18,7 +18,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 
 from metatrace.state import compile_context
 from metatrace.guards import provenance
-from metatrace.guards.compile_session import session
+from metatrace.state.compile_session import session
 from metatrace.state.compile_context import compile_step
 from metatrace.guards.explain import log_miss
 from metatrace.guards.grad_program import reserve_grad_program

@@ -33,7 +33,7 @@ def _concrete_index(idx: WrappedValue) -> WrappedValue:
     uidx = idx.value
     if isinstance(uidx, IntegerProxy) and compile_context.collector() is not None:
         value = uidx.value
-        concretizations.static(uidx, value, "index into a tuple or list")
+        concretizations.bake_in(uidx, value, "index into a tuple or list")
         return wrap_const(value)
     return idx
 

@@ -118,7 +118,7 @@ def _concrete(x, why: str, depth: int = 0):
     """``x`` with its number proxies (and those in its lists, tuples, dicts and sets) replaced by
     their values, each guarded by equality."""
     if isinstance(x, NumberProxy):
-        concretizations.static(x, x.value, why)
+        concretizations.bake_in(x, x.value, why)
         return x.value
     if depth > 1 or type(x) not in (list, tuple, set, frozenset, dict) or len(x) > _LOOKED_INTO:
         return x
@@ -303,7 +303,7 @@ def number_attribute(obj, name):
     symbolic = _SYMBOLIC_ATTRIBUTES.get((int if python_type is bool else python_type, name))
     if symbolic is not None and python_type is not bool:
         return symbolic(obj)
-    concretizations.static(obj, obj.value, f"the attribute {python_type.__name__}.{name} (C code reads the value)")
+    concretizations.bake_in(obj, obj.value, f"the attribute {python_type.__name__}.{name} (C code reads the value)")
     return getattr(obj.value, name)
 
 

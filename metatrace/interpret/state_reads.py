@@ -23,7 +23,7 @@ from thunder.core.proxies import Proxy
 from metatrace.state import compile_context
 from metatrace import patching
 from metatrace.guards import provenance
-from metatrace.guards.compile_session import session
+from metatrace.state.compile_session import session
 from metatrace.guards.provenance import (
     EXT_FLAG_LIBRARY_MODULE,
     attribute_name,

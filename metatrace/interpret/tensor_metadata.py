@@ -34,7 +34,7 @@ import torch
 
 from metatrace.state import compile_context
 from metatrace.guards import provenance
-from metatrace.guards.compile_session import session
+from metatrace.state.compile_session import session
 from metatrace.guards.registry import EXPECTED, new_id
 from metatrace.guards.value_checks import ExpectedContiguity, ValueConstraint
 from metatrace.patching import SYMBOL_METAS, Patch, attribute, item

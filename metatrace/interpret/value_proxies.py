@@ -27,7 +27,7 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.interpreter import ProvenanceRecord, WrappedValue
 from thunder.core.proxies import NumberProxy, proxy
 
-from metatrace.guards.compile_session import session
+from metatrace.state.compile_session import session
 from metatrace.guards.provenance import an_argument_or_its_item, attribute_record
 
 NOT_HANDLED = object()

@@ -31,7 +31,7 @@ from metatrace.patching import Patch
 def _concrete(x, why: str):
     """``x`` with every number proxy in it replaced by its value, each guarded by equality."""
     if isinstance(x, NumberProxy):
-        concretizations.static(x, x.value, why)
+        concretizations.bake_in(x, x.value, why)
         return x.value
     if type(x) in (list, tuple):
         return type(x)(_concrete(e, why) for e in x)

@@ -53,7 +53,7 @@ def baked_in(why: "str | Reason") -> Reason:
 class Collector(Protocol):
     def relation(self, op: Relation | str, lhs: Any, rhs: Any, value: bool) -> None: ...
 
-    def static(self, x: Any, value: Any, why: "str | Reason") -> None: ...
+    def bake_in(self, x: Any, value: Any, why: "str | Reason") -> None: ...
 
     def produced(self, bsym: Any) -> None: ...
 
@@ -68,10 +68,12 @@ def relation(op: Relation | str, lhs: Any, rhs: Any, value: bool) -> None:
         collector.relation(op, lhs, rhs, value)
 
 
-def static(x: Any, value: Any, why: "str | Reason") -> None:
+def bake_in(x: Any, value: Any, why: "str | Reason") -> None:
+    """``x`` was used as its value ``value`` (an index, ``int(x)``, C code's argument): the trace
+    holds for that value only, guarded ``x == value``."""
     collector = compile_context.collector()
     if collector is not None:
-        collector.static(x, value, why)
+        collector.bake_in(x, value, why)
 
 
 def producer_of(x: Any) -> Any:

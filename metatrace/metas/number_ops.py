@@ -45,7 +45,7 @@ class NumberOp:
     ``explain`` shows it, when not as ``op``. ``prec``: the precedence of an operator form (Python's
     order: comparisons 40, ``|`` 42 ... ``**`` 90).
 
-    ``meta``: the name of the function in ``metatrace.metas.runtime`` that the rewritten metas call
+    ``runtime_name``: the name of the function in ``metatrace.metas.runtime`` that the rewritten metas call
     for the Python operation it records (``"mul"`` for ``a * b``), None when they never do.
 
     ``op``: its name in the guard algebra (``metatrace.guards.simplify.build``), None outside it.
@@ -81,7 +81,7 @@ class NumberOp:
     mirror: str | None = None
     impl: str | None = None
     result: Callable | None = None
-    meta: str | None = None
+    runtime_name: str | None = None
     domain: Callable | None = None
 
     @property
@@ -195,39 +195,39 @@ def _py_compare(relation: str) -> NumberOp:
 
 # thunder's number prims (replayed by the prologue), then the one metatrace runs but never replays.
 PRIM_OPS: tuple[NumberOp, ...] = (
-    _prim("add", PrimIDs.ADD, operator.add, 2, "+", prec=60, replay=True, meta="_add"),
-    _prim("sub", PrimIDs.SUB, operator.sub, 2, "-", prec=60, replay=True, meta="_sub"),
-    _prim("mul", PrimIDs.MUL, operator.mul, 2, "*", prec=70, replay=True, meta="mul"),
+    _prim("add", PrimIDs.ADD, operator.add, 2, "+", prec=60, replay=True, runtime_name="_add"),
+    _prim("sub", PrimIDs.SUB, operator.sub, 2, "-", prec=60, replay=True, runtime_name="_sub"),
+    _prim("mul", PrimIDs.MUL, operator.mul, 2, "*", prec=70, replay=True, runtime_name="mul"),
     _prim("py_floordiv", PrimIDs.PY_FLOORDIV, operator.floordiv, 2, "//", prec=70, replay=True, divides=True,
-          meta="floordiv", domain=_nonzero_divisor),
-    _prim("remainder", PrimIDs.REMAINDER, operator.mod, 2, "%", prec=70, replay=True, divides=True, meta="mod",
+          runtime_name="floordiv", domain=_nonzero_divisor),
+    _prim("remainder", PrimIDs.REMAINDER, operator.mod, 2, "%", prec=70, replay=True, divides=True, runtime_name="mod",
           domain=_nonzero_divisor),
-    _prim("pow", PrimIDs.POW, operator.pow, 2, "**", prec=90, replay=True, meta="pow", domain=_real_power),
+    _prim("pow", PrimIDs.POW, operator.pow, 2, "**", prec=90, replay=True, runtime_name="pow", domain=_real_power),
     # C-style (truncating) on ints: thunder's own number division, not Python's ``/``
     _prim("div", PrimIDs.DIV, prims._div_numbers, 2, "_div", op="div", text="/", prec=70, replay=True, divides=True,
           domain=_nonzero_divisor),
-    _prim("bitwise_and", PrimIDs.BITWISE_AND, operator.and_, 2, "&", prec=44, replay=True, meta="bitand"),
-    _prim("bitwise_or", PrimIDs.BITWISE_OR, operator.or_, 2, "|", prec=42, replay=True, meta="bitor"),
-    _prim("bitwise_xor", PrimIDs.BITWISE_XOR, operator.xor, 2, "^", prec=43, replay=True, meta="xor"),
+    _prim("bitwise_and", PrimIDs.BITWISE_AND, operator.and_, 2, "&", prec=44, replay=True, runtime_name="bitand"),
+    _prim("bitwise_or", PrimIDs.BITWISE_OR, operator.or_, 2, "|", prec=42, replay=True, runtime_name="bitor"),
+    _prim("bitwise_xor", PrimIDs.BITWISE_XOR, operator.xor, 2, "^", prec=43, replay=True, runtime_name="xor"),
     _compare("eq", PrimIDs.EQ, operator.eq, "==", "eq", "ne", "eq"),
     _compare("ne", PrimIDs.NE, operator.ne, "!=", "ne", "eq", "ne"),
     _compare("lt", PrimIDs.LT, operator.lt, "<", "lt", "ge", "gt"),
     _compare("le", PrimIDs.LE, operator.le, "<=", "le", "gt", "ge"),
     _compare("gt", PrimIDs.GT, operator.gt, ">", "gt", "le", "lt"),
     _compare("ge", PrimIDs.GE, operator.ge, ">=", "ge", "lt", "le"),
-    _prim("neg", PrimIDs.NEG, operator.neg, 1, "-", op="neg", text="-", prec=80, replay=True, meta="neg"),
-    _prim("py_abs", PrimIDs.PY_ABS, builtins.abs, 1, "abs", replay=True, meta="abs_"),
+    _prim("neg", PrimIDs.NEG, operator.neg, 1, "-", op="neg", text="-", prec=80, replay=True, runtime_name="neg"),
+    _prim("py_abs", PrimIDs.PY_ABS, builtins.abs, 1, "abs", replay=True, runtime_name="abs_"),
     # thunder's ``abs`` on a number (``NumberProxy.__abs__``): Python's, except that it keeps a bool
     _prim("abs", PrimIDs.ABS, _tensor_abs, 1, "_tabs", op="tabs", text="abs", replay=True),
     # thunder's python executor does not run these on numbers: metatrace registers ``impl``
-    _prim("maximum", PrimIDs.MAXIMUM, builtins.max, 2, "max", replay=True, impl="metatrace_max", meta="_maximum"),
-    _prim("minimum", PrimIDs.MINIMUM, builtins.min, 2, "min", replay=True, impl="metatrace_min", meta="_minimum"),
+    _prim("maximum", PrimIDs.MAXIMUM, builtins.max, 2, "max", replay=True, impl="metatrace_max", runtime_name="_maximum"),
+    _prim("minimum", PrimIDs.MINIMUM, builtins.min, 2, "min", replay=True, impl="metatrace_min", runtime_name="_minimum"),
     _prim("ceil", PrimIDs.CEIL, math.ceil, 1, "_math.ceil", op="ceil", replay=True, finite=True,
-          impl="metatrace_ceil", meta="ceil"),
+          impl="metatrace_ceil", runtime_name="ceil"),
     _prim("floor", PrimIDs.FLOOR, math.floor, 1, "_math.floor", op="floor", replay=True, finite=True,
-          impl="metatrace_floor", meta="floor"),
+          impl="metatrace_floor", runtime_name="floor"),
     _prim("trunc", PrimIDs.TRUNC, math.trunc, 1, "_math.trunc", op="trunc", replay=True, finite=True,
-          impl="metatrace_trunc", meta="trunc"),
+          impl="metatrace_trunc", runtime_name="trunc"),
     # ``math.sqrt`` of a number (``float(n)`` first: metatrace.proxies.float_numbers); raises
     # ValueError on a negative number, as in eager
     _prim("sqrt", PrimIDs.SQRT, math.sqrt, 1, "_math.sqrt", op="sqrt", replay=True, impl="metatrace_sqrt",
@@ -238,7 +238,7 @@ PRIM_OPS: tuple[NumberOp, ...] = (
     _prim("signbit", PrimIDs.SIGNBIT, prims._signbit_number, 1, "_signbit", op="signbit", replay=True, boolean=True),
     # recorded (``~x``) but not replayed: a guard on a value computed by it pins the inputs
     NumberOp("bitwise_not", PrimIDs.BITWISE_NOT, operator.invert, 1, "~", prec=80, impl="metatrace_invert",
-             meta="invert"),
+             runtime_name="invert"),
 )
 
 # Operations of the guard algebra only: no thunder symbol computes them, the algebra rewrites

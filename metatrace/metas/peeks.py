@@ -27,7 +27,7 @@ class _Probe:
     def relation(self, op, lhs, rhs, value) -> None:
         self.decided = True
 
-    def static(self, x, value, why) -> None:
+    def bake_in(self, x, value, why) -> None:
         self.decided = True
 
     def float_range(self, x, bound) -> None:

@@ -31,7 +31,7 @@ from metatrace.patching import Patch, attribute
 # a guard, and ``r / r`` returned as is, then called with ``r == 0.0``, raised past the user's
 # ``except ZeroDivisionError``. Powers guard theirs where they choose the row (metatrace.proxies.powers).
 _GUARDED_WHERE_THEY_SUCCEED = frozenset(
-    row.id for row in number_ops.PRIM_OPS if row.domain is not None and row.meta != "pow")
+    row.id for row in number_ops.PRIM_OPS if row.domain is not None and row.runtime_name != "pow")
 
 
 def guard_domain(symbol_id, args) -> None:

@@ -205,11 +205,11 @@ def fallback_meta(original: Callable, prim_name: str) -> Callable:
         why = f"input of fallback prim {prim_name}"
         for x in tree_iter((args, kwargs)):
             if isinstance(x, NumberProxy):
-                concretizations.static(x, x.value, why)
+                concretizations.bake_in(x, x.value, why)
             elif isinstance(x, TensorProxy):
                 for s in x._shape:
                     if isinstance(s, NumberProxy):
-                        concretizations.static(s, s.value, why)
+                        concretizations.bake_in(s, s.value, why)
         result = original(*args, **kwargs)
         for out in tree_iter(result):
             if isinstance(out, TensorProxy):

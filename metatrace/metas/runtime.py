@@ -88,8 +88,8 @@ def _operator(sym, fn: Callable, arity: int, fold: Callable | None = None) -> Ca
 # them: _add, _sub (under add/sub below), mul, floordiv, mod, pow, bitand, bitor, xor, _maximum,
 # _minimum (under max_/min_), neg, abs_, ceil, floor, trunc, invert.
 _FOLDS = {"add": _fold_add, "sub": _fold_sub, "mul": _fold_mul, "py_floordiv": _fold_floordiv, "remainder": _fold_mod}
-globals().update({row.meta: _operator(getattr(prims, row.name), row.evaluate, row.arity, _FOLDS.get(row.name))
-                  for row in number_ops.PRIM_OPS if row.meta})
+globals().update({row.runtime_name: _operator(getattr(prims, row.name), row.evaluate, row.arity, _FOLDS.get(row.name))
+                  for row in number_ops.PRIM_OPS if row.runtime_name})
 
 
 def _record_unbacked(sym, *args):  # an operand has no value: neither has the result (metas.unbacked)
@@ -356,18 +356,18 @@ def concretize(x, why: str):
         return x
     value = _thunder_pyval(x)
     if not value_propagation():
-        concretizations.static(x, value, why)
+        concretizations.bake_in(x, value, why)
     return value
 
 
 def index(x):
-    """``x`` used as an index or a key: a symbol's value is baked in (static)."""
+    """``x`` used as an index or a key: a symbol's value is baked in."""
     if isinstance(x, SymBool):
         return truth(x)
     if not _is_symbolic(x):
         return x
     value = _thunder_pyval(x)
-    concretizations.static(x, value, "index")
+    concretizations.bake_in(x, value, "index")
     return value
 
 

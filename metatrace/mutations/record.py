@@ -27,7 +27,7 @@ from thunder.core.proxies import Proxy
 
 from metatrace.guards import provenance
 from metatrace.guards.collect import interpreted_line
-from metatrace.guards.compile_session import session
+from metatrace.state.compile_session import session
 from metatrace.mutations.log import Mutation, MutationLog
 from metatrace.mutations.snapshots import restorer
 from metatrace.patching import Patch, item

@@ -26,7 +26,7 @@ from thunder.core.proxies import Proxy
 from thunder.core.trace import tracectx
 
 from metatrace.guards import provenance, registry
-from metatrace.guards.compile_session import session
+from metatrace.state.compile_session import session
 from metatrace.mutations.templates import Templates, epilogue_operator_rows
 from metatrace.patching import Patch, attribute
 

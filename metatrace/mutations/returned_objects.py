@@ -26,7 +26,7 @@ from thunder.core.trace import get_tracectx, tracectx
 
 from metatrace.errors import MetatraceError
 from metatrace.guards import registry
-from metatrace.guards.compile_session import session
+from metatrace.state.compile_session import session
 from metatrace.mutations.log import MutationLog
 from metatrace.mutations.templates import Templates, epilogue_operator_rows, rebuildable
 from metatrace.patching import Patch, attribute

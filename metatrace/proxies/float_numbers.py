@@ -121,7 +121,7 @@ def guard_exact_float(bsym) -> None:
             try:
                 collector.inexact_float = True
             except AttributeError:
-                concretizations.static(x, value, f"float() of an int beyond 2**53 ({value})")
+                concretizations.bake_in(x, value, f"float() of an int beyond 2**53 ({value})")
 
 
 def _wrapped_result(fn, res, args):
@@ -259,7 +259,7 @@ class _ContractPathValues:
                     for t in tensors:
                         for size in t.shape:
                             if isinstance(size, NumberProxy):
-                                concretizations.static(size, size.value, why)
+                                concretizations.bake_in(size, size.value, why)
                 return self._module.contract_path(eq, *shapes, shapes=True, **kwargs)
         return self._module.contract_path(*operands, **kwargs)
 
@@ -298,7 +298,7 @@ def _guarding_meta(original):
     def meta(*args, **kwargs):
         for leaf in tree_flatten((args, kwargs))[0]:
             if isinstance(leaf, NumberProxy) and leaf.value is not None:
-                concretizations.static(leaf, leaf.value, _FAKE_ARG_WHY)
+                concretizations.bake_in(leaf, leaf.value, _FAKE_ARG_WHY)
         return original(*args, **kwargs)
 
     return meta

@@ -235,7 +235,7 @@ def _baking_in(name: str, why: str, value_of_self: bool):
     ``int()``/``float()`` the number's own value (what the guard compares)."""
 
     def report(self, value) -> None:
-        concretizations.static(self, self.value if value_of_self else value, why)
+        concretizations.bake_in(self, self.value if value_of_self else value, why)
 
     def wrap(original):
         def method(self):

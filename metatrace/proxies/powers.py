@@ -46,7 +46,7 @@ def power(a, b, original):
 
 def _value(x):
     if isinstance(x, NumberProxy):
-        concretizations.static(x, x.value, _WHY)
+        concretizations.bake_in(x, x.value, _WHY)
         return x.value
     return x
 

@@ -322,7 +322,7 @@ def _hash(original):
     @functools.wraps(original)
     def __hash__(self):
         if sys._getframe(1).f_code not in _CALLEE_LOOKUPS:
-            concretizations.static(self, self.value, HASHED)
+            concretizations.bake_in(self, self.value, HASHED)
         return original(self)
 
     return __hash__

@@ -31,7 +31,7 @@ import metatrace.guards.simplify.reduction as reduction_module
 from metatrace.guards.collect import GuardFailure
 from metatrace.guards.compiled_program import GuardProgram
 from metatrace.guards.projection import project
-from metatrace.guards.record import Guard
+from metatrace.guards.guard_record import Guard
 from metatrace.metas.concretizations import BRANCH
 from metatrace.guards.simplify import simplify
 from workloads import causal_attention, causal_mask

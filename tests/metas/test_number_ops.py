@@ -195,7 +195,7 @@ def test_guard_emitter_writes_row_as_it_evaluates(row, negate_first):
         assert _same(expected, got), f"{row.op}{expected_args} -> {expected}, emitted -> {got}"
 
 
-@pytest.mark.parametrize("row", [row for row in ROWS if row.meta], ids=_row_id)
+@pytest.mark.parametrize("row", [row for row in ROWS if row.runtime_name], ids=_row_id)
 def test_row_meta_operator_records_the_row_symbol(row):
     """The runtime function the rewritten metas call for the row records the row's symbol, with
     the row's value, on a symbolic operand."""
@@ -208,5 +208,5 @@ def test_row_meta_operator_records_the_row_symbol(row):
     with tracectx(TraceCtx()):
         n = IntegerProxy(name="n", value=6)
         with record_state.recording_frame(record_state.RecordingFrame(scope)):
-            out = getattr(runtime, row.meta)(*(n, 4)[: row.arity])
+            out = getattr(runtime, row.runtime_name)(*(n, 4)[: row.arity])
     assert [(bsym.sym.id, bsym.output.value) for bsym in scope] == [(row.id, row.evaluate(*(6, 4)[: row.arity]))]

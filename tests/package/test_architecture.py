@@ -407,7 +407,7 @@ def test_every_metatrace_error_is_exported():
 
 
 def test_no_metatrace_attribute_is_set_on_thunder_objects():
-    """A compile's state lives in metatrace's own objects (``guards.compile_session``; weakly
+    """A compile's state lives in metatrace's own objects (``state.compile_session``; weakly
     keyed tables beside thunder's objects), never in attributes stuck onto thunder's."""
     found = [f"{path.relative_to(PACKAGE)}:{n}" for path in PACKAGE.rglob("*.py")
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
@@ -513,7 +513,7 @@ def test_size_decisions_read_no_frame():
 # Relations are typed (issue 39): the size decisions and the guard simplifier compare
 # ``metatrace.metas.relations.Relation`` members, not the strings that name them.
 _RELATION_TEXTS = {"eq", "ne", "lt", "le", "gt", "ge", "==", "!=", "<", "<=", ">", ">="}
-TYPED_RELATIONS = ("metas/unbacked.py", "guards/simplify", "guards/record.py", "guards/collect.py",
+TYPED_RELATIONS = ("metas/unbacked.py", "guards/simplify", "guards/guard_record.py", "guards/collect.py",
                    "guards/program_builder.py", "guards/projection.py")
 
 

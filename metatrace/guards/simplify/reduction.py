@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 from thunder.core.proxies import FloatProxy, IntegerProxy, NumberProxy
 
-from metatrace.guards.record import Guard, is_leaf as _default_is_leaf, is_static_value
+from metatrace.guards.guard_record import Guard, is_leaf as _default_is_leaf, is_static_value
 from metatrace.guards.simplify.bounds import INF, bounds
 from metatrace.guards.simplify.expressions import (
     FROM_PRIM,

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from thunder.core.proxies import NumberProxy
 
-from metatrace.guards.record import Guard, is_static_value
+from metatrace.guards.guard_record import Guard, is_static_value
 from metatrace.guards.simplify.expressions import ZERO, Expr, Node, Poly, wrap_node, build, pconst
 from metatrace.metas import number_ops
 

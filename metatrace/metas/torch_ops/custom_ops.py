@@ -134,7 +134,7 @@ class _FakeRun:
             proxy = self.proxies.get(symbol)
             if proxy is None or proxy.value is None:
                 raise CustomOpError(f"{why}: {expr} depends on a size read from tensor data")
-            concretizations.static(proxy, proxy.value, why)
+            concretizations.bake_in(proxy, proxy.value, why)
 
     def report_guards(self, why: str) -> None:
         """Each guard the fake implementation's decisions left in the ShapeEnv, as metatrace's."""

@@ -48,7 +48,7 @@ def concrete_numbers(x: Any, why: str = "an element of torch.tensor's data") -> 
     out = []
     for leaf in leaves:
         if isinstance(leaf, NumberProxy):
-            concretizations.static(leaf, leaf.value, why)
+            concretizations.bake_in(leaf, leaf.value, why)
             leaf = leaf.value
         out.append(leaf)
     return tree_unflatten(out, spec)
@@ -81,7 +81,7 @@ def _multi_dot_meta(original):
         for t in tensors:
             for s in t._shape:
                 if isinstance(s, NumberProxy):
-                    concretizations.static(s, s.value, why)
+                    concretizations.bake_in(s, s.value, why)
             # prims.reshape, not clang's: that returns the tensor itself when the sizes compare equal
             static.append(prims.reshape(t, tuple(s.value if isinstance(s, NumberProxy) else s for s in t._shape)))
         return original(static, out=out)
@@ -132,7 +132,7 @@ def _randint_meta(original):
         bounds = (0,) if len(args) == 2 and isinstance(args[1], (tuple, list)) else (0, 1)
         for i in bounds:
             if i < len(args) and isinstance(args[i], NumberProxy):
-                concretizations.static(args[i], args[i].value, "a bound of torch.randint")
+                concretizations.bake_in(args[i], args[i].value, "a bound of torch.randint")
                 args[i] = args[i].value
         return original(*args, **kwargs)
 
