@@ -180,11 +180,9 @@ def _stock_fails(call, cls: str, value) -> bool:
         metatrace.enable()
 
 
-@pytest.mark.parametrize("cls", sorted(CLASSES))
-@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("shape,cls", [(shape, cls) for shape in sorted(SHAPES) for cls in sorted(CLASSES)
+                                       if (shape, cls) not in LEFT_OUT])
 def test_c_callables_on_symbolic_numbers_return_eagers_value_and_type(enabled, shape, cls):
-    if (shape, cls) in LEFT_OUT:
-        pytest.skip("a huge exponent or length: eager itself would not finish")
     calls = SHAPES[shape]
     jitted = thunder.jit(_NAMESPACE["run_all"](tuple(call for _, call in calls), cls == "size"),
                          cache="symbolic values")
@@ -219,20 +217,24 @@ def _declared_type(row, a, b):
     return int if promoted is bool else promoted
 
 
-@pytest.mark.parametrize("b", sorted(OPERANDS))
-@pytest.mark.parametrize("a", sorted(OPERANDS))
-@pytest.mark.parametrize("row", DOMAIN_ROWS, ids=lambda row: row.name)
-def test_number_op_rows_type_holds_where_their_domain_says(row, a, b):
+def _applies(row, a: str, b: str) -> bool:
+    """Whether the row is defined on the operands (the cases left out are not generated)."""
     x, y = OPERANDS[a], OPERANDS[b]
     if row.name.endswith(("pow_int", "pow_float")) and not (type(x) in (int, bool) and type(y) in (int, bool)):
-        pytest.skip("an int ** int operator")
+        return False  # an int ** int operator
     if "pow" in row.name and isinstance(y, int) and abs(y) > 64:
-        pytest.skip("a huge exponent")
+        return False  # a huge exponent
     if row.arity == 1 and b != "one":
-        pytest.skip("a unary row: one column")
+        return False  # a unary row: one column
+    # a non-finite operand of a row that declares finite operands (NumberOp.finite)
+    return not (row.finite and not all(math.isfinite(v) for v in (x, y)[: row.arity]))
+
+
+@pytest.mark.parametrize("row,a,b", [pytest.param(row, a, b, id=f"{row.name}-{a}-{b}") for row in DOMAIN_ROWS
+                                     for a in sorted(OPERANDS) for b in sorted(OPERANDS) if _applies(row, a, b)])
+def test_number_op_rows_type_holds_where_their_domain_says(row, a, b):
+    x, y = OPERANDS[a], OPERANDS[b]
     operands = (x, y)[: row.arity]
-    if row.finite and not all(math.isfinite(v) for v in operands):
-        pytest.skip("a non-finite operand of a row that declares finite operands (NumberOp.finite)")
     holds = all(h for *_, h in number_ops.conditions(row, operands))
     try:
         result = row.evaluate(*operands)
