@@ -1,0 +1,167 @@
+"""Direct paths through thunder's bound-symbol bookkeeping, which its passes run for every bound
+symbol they add and every proxy in it (the grad transform and the executor passes re-bind and
+re-swap every bound symbol of a trace, subsymbols included).
+
+- ``Symbol.normalize`` (every ``bind``) computed ``inspect.signature`` of the meta on every call:
+  the signature is kept per meta, and a call that passes exactly the meta's positional parameters
+  (nearly all: thunder binds what the meta was called with) gets them back as they are, as
+  ``BoundArguments`` gave them.
+- ``BoundSymbol.from_bsym_swap_proxies`` flattened its arguments, keyword arguments and output
+  with ``tree_flatten_with_dataclass`` (a ``tree_map`` calling a Python function on every leaf
+  to register dataclasses, then optree) and unflattened them again: exact tuples, lists, dicts
+  and slices of proxies and plain leaves are rebuilt directly, each proxy followed through the
+  swap map as thunder does.
+- ``tree_flatten_with_dataclass`` as ``thunder.core.symbol`` calls it (``flat_args``,
+  ``flat_outs``): a tree of exact containers, proxies and plain leaves holds no dataclass to
+  register, so optree flattens it at once.
+
+Anything else (a collection proxy, a namedtuple, a dataclass, ``torch.Size``, another leaf type)
+takes thunder's path for the whole value. What is built is what thunder built: new containers of
+the same types, in the same order, holding the same objects.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import optree
+import torch
+import thunder.core.baseutils as baseutils
+import thunder.core.symbol as symbol
+from thunder.core import devices, dtypes
+from thunder.core.proxies import CollectionProxy, Proxy, variableify
+from thunder.core.pytree import OPTREE_NAMESPACE
+from thunder.core.symbol import BoundSymbol, Symbol
+
+from metatrace.patching import Patch, attribute
+
+# Leaves optree keeps as they are and thunder registers nothing for.
+_LEAVES = frozenset({int, float, bool, complex, str, type(None), types.EllipsisType, type, torch.dtype,
+                     torch.device, torch.memory_format})
+
+
+def _leaf(x) -> bool:
+    return type(x) in _LEAVES or isinstance(x, (dtypes.dtype, devices.Device))
+
+
+def _plain(x, swapping: bool = False) -> bool:
+    """Whether ``x`` is exact tuples, lists, dicts and slices of proxies and plain leaves (when
+    ``swapping``, no collection proxy: thunder's swap rewrites its contents in place)."""
+    t = type(x)
+    if t is tuple or t is list:
+        return all(_plain(y, swapping) for y in x)
+    if t is dict:
+        return all(_plain(y, swapping) for y in x.values())
+    if t is slice:
+        return _plain(x.start, swapping) and _plain(x.stop, swapping) and _plain(x.step, swapping)
+    if isinstance(x, Proxy):
+        return not (swapping and isinstance(x, CollectionProxy))
+    return _leaf(x)
+
+
+# What thunder's ``tree_flatten`` accepts at the top of a tree, among the plain values (it raises
+# a TypeError for a thunder dtype of another kind there: those take its path).
+_TOPS = frozenset({tuple, list, dict, slice, *_LEAVES})
+
+
+def _plain_top(x, swapping: bool = False) -> bool:
+    return (type(x) in _TOPS or isinstance(x, Proxy)) and _plain(x, swapping)
+
+
+def _tree_flatten_with_dataclass(original):
+    def tree_flatten_with_dataclass(tree):
+        if _plain_top(tree):
+            return optree.tree_flatten(tree, none_is_leaf=True, namespace=OPTREE_NAMESPACE)
+        return original(tree)
+
+    return tree_flatten_with_dataclass
+
+
+def _swapped(x, swap_map):
+    """``x`` (plain, see ``_plain``) with its proxies followed through ``swap_map`` (thunder's
+    ``swap`` in ``from_bsym_swap_proxies``), rebuilt directly."""
+    t = type(x)
+    if t is tuple:
+        return tuple([_swapped(y, swap_map) for y in x])
+    if t is list:
+        return [_swapped(y, swap_map) for y in x]
+    if t is dict:
+        return {k: _swapped(v, swap_map) for k, v in x.items()}
+    if t is slice:
+        return slice(_swapped(x.start, swap_map), _swapped(x.stop, swap_map), _swapped(x.step, swap_map))
+    if isinstance(x, Proxy):
+        vx = variableify(x)
+        visited = set()
+        while vx in swap_map:
+            if swap_map[vx] is x:
+                break
+            baseutils.check(vx not in visited, lambda: f"Detected a cycle while swapping; the cycle includes {visited}")
+            visited.add(vx)
+            x = swap_map[vx]
+            vx = variableify(x)
+    return x
+
+
+def _from_bsym_swap_proxies(original):
+    def from_bsym_swap_proxies(self, swap_map, skip_inputs=False, skip_output=False, skip_subsymbols=False):
+        if len(swap_map) == 0:
+            return self
+        if not ((skip_inputs or _plain_top(self.args, True) and _plain_top(self.kwargs, True))
+                and (skip_output or _plain_top(self.output, True))):
+            return original(self, swap_map, skip_inputs, skip_output, skip_subsymbols)
+        nargs = self.args if skip_inputs else _swapped(self.args, swap_map)
+        nkwargs = self.kwargs if skip_inputs else _swapped(self.kwargs, swap_map)
+        new_output = self.output if skip_output else _swapped(self.output, swap_map)
+        if skip_subsymbols:
+            subsymbols = list(self.subsymbols)
+        else:
+            subsymbols = [b.from_bsym_swap_proxies(swap_map, skip_inputs, skip_output, skip_subsymbols)
+                          for b in self.subsymbols]
+        return self.from_bsym(args=nargs, kwargs=nkwargs, output=new_output, subsymbols=subsymbols)
+
+    return from_bsym_swap_proxies
+
+
+class _Signature:
+    """A meta's signature, and how many positional parameters it has when it has no other kind
+    (None otherwise)."""
+
+    __slots__ = ("signature", "positional")
+
+    def __init__(self, meta):
+        self.signature = inspect.signature(meta)
+        kinds = [p.kind for p in self.signature.parameters.values()]
+        plain = all(k in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in kinds)
+        self.positional = len(kinds) if plain else None
+
+
+_SIGNATURES: dict = {}  # meta -> _Signature (metas live as long as their symbols: for the process)
+
+
+def _normalize(original):
+    def normalize(self, *args, **kwargs):
+        meta = self.meta
+        assert meta is not None
+        try:
+            found = _SIGNATURES.get(meta)
+        except TypeError:  # an unhashable callable
+            return original(self, *args, **kwargs)
+        if found is None:
+            found = _SIGNATURES[meta] = _Signature(meta)
+        if not kwargs and len(args) == found.positional:
+            return args, {}
+        ba = found.signature.bind(*args, **kwargs)
+        ba.apply_defaults()
+        return ba.args, ba.kwargs
+
+    return normalize
+
+
+def patches() -> list[Patch]:
+    why = "thunder's passes re-bind and re-swap every bound symbol: the plain cases without its generic tree walks"
+    return [
+        attribute(Symbol, "normalize", _normalize, "the meta's signature computed once per meta", wrap=True),
+        attribute(BoundSymbol, "from_bsym_swap_proxies", _from_bsym_swap_proxies, why, wrap=True),
+        attribute(symbol, "tree_flatten_with_dataclass", _tree_flatten_with_dataclass, why, wrap=True),
+    ]
