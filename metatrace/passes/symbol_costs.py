@@ -41,23 +41,24 @@ _LEAVES = frozenset({int, float, bool, complex, str, type(None), types.EllipsisT
                      torch.device, torch.memory_format})
 
 
-def _leaf(x) -> bool:
-    return type(x) in _LEAVES or isinstance(x, (dtypes.dtype, devices.Device))
-
-
-def _plain(x, swapping: bool = False) -> bool:
-    """Whether ``x`` is exact tuples, lists, dicts and slices of proxies and plain leaves (when
-    ``swapping``, no collection proxy: thunder's swap rewrites its contents in place)."""
-    t = type(x)
-    if t is tuple or t is list:
-        return all(_plain(y, swapping) for y in x)
-    if t is dict:
-        return all(_plain(y, swapping) for y in x.values())
-    if t is slice:
-        return _plain(x.start, swapping) and _plain(x.stop, swapping) and _plain(x.step, swapping)
-    if isinstance(x, Proxy):
-        return not (swapping and isinstance(x, CollectionProxy))
-    return _leaf(x)
+def _plain(x) -> bool:
+    """Whether ``x`` is exact tuples, lists, dicts and slices of proxies and plain leaves (one
+    walk, no recursion: it runs for every bound symbol's arguments and output)."""
+    pending = [x]
+    while pending:
+        x = pending.pop()
+        t = type(x)
+        if t is tuple or t is list:
+            pending.extend(x)
+        elif t is dict:
+            pending.extend(x.values())
+        elif t in _LEAVES:
+            continue
+        elif t is slice:
+            pending += (x.start, x.stop, x.step)
+        elif not isinstance(x, (Proxy, dtypes.dtype, devices.Device)):
+            return False
+    return True
 
 
 # What thunder's ``tree_flatten`` accepts at the top of a tree, among the plain values (it raises
@@ -65,8 +66,8 @@ def _plain(x, swapping: bool = False) -> bool:
 _TOPS = frozenset({tuple, list, dict, slice, *_LEAVES})
 
 
-def _plain_top(x, swapping: bool = False) -> bool:
-    return (type(x) in _TOPS or isinstance(x, Proxy)) and _plain(x, swapping)
+def _plain_top(x) -> bool:
+    return (type(x) in _TOPS or isinstance(x, Proxy)) and _plain(x)
 
 
 def _tree_flatten_with_dataclass(original):
@@ -78,19 +79,26 @@ def _tree_flatten_with_dataclass(original):
     return tree_flatten_with_dataclass
 
 
+_THUNDERS = object()  # what _swapped returns for a value thunder's swap must handle
+
+
 def _swapped(x, swap_map):
-    """``x`` (plain, see ``_plain``) with its proxies followed through ``swap_map`` (thunder's
-    ``swap`` in ``from_bsym_swap_proxies``), rebuilt directly."""
+    """``x`` with its proxies followed through ``swap_map`` (thunder's ``swap`` in
+    ``from_bsym_swap_proxies``), rebuilt directly; _THUNDERS if it is not plain (see ``_plain``)
+    or holds a collection proxy (thunder's swap rewrites its contents in place)."""
     t = type(x)
-    if t is tuple:
-        return tuple([_swapped(y, swap_map) for y in x])
-    if t is list:
-        return [_swapped(y, swap_map) for y in x]
-    if t is dict:
-        return {k: _swapped(v, swap_map) for k, v in x.items()}
-    if t is slice:
-        return slice(_swapped(x.start, swap_map), _swapped(x.stop, swap_map), _swapped(x.step, swap_map))
+    if t is tuple or t is list:
+        items = []
+        for y in x:
+            if (y := _swapped(y, swap_map)) is _THUNDERS:
+                return _THUNDERS
+            items.append(y)
+        return tuple(items) if t is tuple else items
+    if t in _LEAVES:
+        return x
     if isinstance(x, Proxy):
+        if isinstance(x, CollectionProxy):
+            return _THUNDERS
         vx = variableify(x)
         visited = set()
         while vx in swap_map:
@@ -100,19 +108,33 @@ def _swapped(x, swap_map):
             visited.add(vx)
             x = swap_map[vx]
             vx = variableify(x)
-    return x
+        return x
+    if t is dict:
+        items = {}
+        for k, v in x.items():
+            if (v := _swapped(v, swap_map)) is _THUNDERS:
+                return _THUNDERS
+            items[k] = v
+        return items
+    if t is slice:
+        parts = (_swapped(x.start, swap_map), _swapped(x.stop, swap_map), _swapped(x.step, swap_map))
+        return _THUNDERS if any(p is _THUNDERS for p in parts) else slice(*parts)
+    return x if isinstance(x, (dtypes.dtype, devices.Device)) else _THUNDERS
+
+
+def _swapped_top(x, swap_map):
+    return _swapped(x, swap_map) if type(x) in _TOPS or isinstance(x, Proxy) else _THUNDERS
 
 
 def _from_bsym_swap_proxies(original):
     def from_bsym_swap_proxies(self, swap_map, skip_inputs=False, skip_output=False, skip_subsymbols=False):
         if len(swap_map) == 0:
             return self
-        if not ((skip_inputs or _plain_top(self.args, True) and _plain_top(self.kwargs, True))
-                and (skip_output or _plain_top(self.output, True))):
+        nargs = self.args if skip_inputs else _swapped_top(self.args, swap_map)
+        nkwargs = self.kwargs if skip_inputs else _swapped_top(self.kwargs, swap_map)
+        new_output = self.output if skip_output else _swapped_top(self.output, swap_map)
+        if nargs is _THUNDERS or nkwargs is _THUNDERS or new_output is _THUNDERS:
             return original(self, swap_map, skip_inputs, skip_output, skip_subsymbols)
-        nargs = self.args if skip_inputs else _swapped(self.args, swap_map)
-        nkwargs = self.kwargs if skip_inputs else _swapped(self.kwargs, swap_map)
-        new_output = self.output if skip_output else _swapped(self.output, swap_map)
         if skip_subsymbols:
             subsymbols = list(self.subsymbols)
         else:
