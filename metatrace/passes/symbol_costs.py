@@ -14,6 +14,9 @@ re-swap every bound symbol of a trace, subsymbols included).
 - ``tree_flatten_with_dataclass`` as ``thunder.core.symbol`` calls it (``flat_args``,
   ``flat_outs``): a tree of exact containers, proxies and plain leaves holds no dataclass to
   register, so optree flattens it at once.
+- ``tree_flatten`` as ``thunder.core.symbol`` and ``thunder.core.utils`` call it (every symbol
+  call, every ``safe_map_flat`` of a processor): thunder checks the top's type against a set of
+  thirty types it builds on every call; an exact container, a proxy or a plain leaf passes it.
 
 Anything else (a collection proxy, a namedtuple, a dataclass, ``torch.Size``, another leaf type)
 takes thunder's path for the whole value. What is built is what thunder built: new containers of
@@ -29,6 +32,7 @@ import optree
 import torch
 import thunder.core.baseutils as baseutils
 import thunder.core.symbol as symbol
+import thunder.core.utils as thunder_utils
 from thunder.core import devices, dtypes
 from thunder.core.proxies import CollectionProxy, Proxy, variableify
 from thunder.core.pytree import OPTREE_NAMESPACE
@@ -68,6 +72,16 @@ _TOPS = frozenset({tuple, list, dict, slice, *_LEAVES})
 
 def _plain_top(x) -> bool:
     return (type(x) in _TOPS or isinstance(x, Proxy)) and _plain(x)
+
+
+def _tree_flatten(original):
+    def tree_flatten(args, namespace=OPTREE_NAMESPACE):
+        # (thunder's checks the top's type against a set it builds on every call; these pass)
+        if type(args) in _TOPS or isinstance(args, Proxy):
+            return optree.tree_flatten(args, none_is_leaf=True, namespace=namespace)
+        return original(args, namespace)
+
+    return tree_flatten
 
 
 def _tree_flatten_with_dataclass(original):
@@ -186,4 +200,6 @@ def patches() -> list[Patch]:
         attribute(Symbol, "normalize", _normalize, "the meta's signature computed once per meta", wrap=True),
         attribute(BoundSymbol, "from_bsym_swap_proxies", _from_bsym_swap_proxies, why, wrap=True),
         attribute(symbol, "tree_flatten_with_dataclass", _tree_flatten_with_dataclass, why, wrap=True),
+        *(attribute(module, "tree_flatten", _tree_flatten, "thunder's tree_flatten of a plain value without its type set",
+                    wrap=True) for module in (symbol, thunder_utils)),
     ]
