@@ -14,6 +14,11 @@ re-swap every bound symbol of a trace, subsymbols included).
 - ``tree_flatten_with_dataclass`` as ``thunder.core.symbol`` calls it (``flat_args``,
   ``flat_outs``): a tree of exact containers, proxies and plain leaves holds no dataclass to
   register, so optree flattens it at once.
+- ``BoundSymbol.from_bsym``: a copy with the same arguments (or the same output) keeps the
+  flattened proxies of them the original computed (cached properties derived from those alone);
+  ``dce``'s ``remove_duplicate_number_proxies`` rebuilt every output (``tree_map``) even with no
+  duplicate number in it: an output that nothing can change in place is kept, and so is what
+  ``dce`` flattened of it, for the passes after it.
 - ``tree_flatten`` as ``thunder.core.symbol`` and ``thunder.core.utils`` call it (every symbol
   call, every ``safe_map_flat`` of a processor): thunder checks the top's type against a set of
   thirty types it builds on every call; an exact container, a proxy or a plain leaf passes it.
@@ -32,10 +37,12 @@ import optree
 import torch
 import thunder.core.baseutils as baseutils
 import thunder.core.symbol as symbol
+import thunder.core.transform_common as transform_common
 import thunder.core.utils as thunder_utils
 from thunder.core import devices, dtypes
 from thunder.core.proxies import CollectionProxy, Proxy, variableify
-from thunder.core.pytree import OPTREE_NAMESPACE
+from thunder.core.baseutils import NumberProxyInterface
+from thunder.core.pytree import OPTREE_NAMESPACE, tree_map
 from thunder.core.symbol import BoundSymbol, Symbol
 
 from metatrace.patching import Patch, attribute
@@ -159,6 +166,63 @@ def _from_bsym_swap_proxies(original):
     return from_bsym_swap_proxies
 
 
+# A bound symbol's flattened arguments and outputs (``functools.cached_property`` values in its
+# ``__dict__``; tuples, derived from ``args``/``kwargs`` and from ``output`` alone).
+_ARGUMENT_CACHES = ("flat_proxy_args", "flat_variableified_proxy_args")
+_OUTPUT_CACHES = ("flat_proxy_outs", "flat_variableified_proxy_outs")
+
+
+def _from_bsym(original):
+    def from_bsym(self, **kwargs):
+        new = original(self, **kwargs)
+        known, fresh = vars(self), vars(new)
+        if kwargs.get("args", self.args) is self.args and kwargs.get("kwargs", self.kwargs) is self.kwargs:
+            fresh.update((name, known[name]) for name in _ARGUMENT_CACHES if name in known)
+        if kwargs.get("output", self.output) is self.output:
+            fresh.update((name, known[name]) for name in _OUTPUT_CACHES if name in known)
+        return new
+
+    return from_bsym
+
+
+def _kept_whole(output) -> bool:
+    """An output nothing can change in place: a proxy, None, or a tuple of proxies and leaves."""
+    if output is None or isinstance(output, Proxy):
+        return True
+    return type(output) is tuple and all(isinstance(x, Proxy) or type(x) in _LEAVES for x in output)
+
+
+def _remove_duplicate_number_proxies(original):
+    def remove_duplicate_number_proxies(bsyms):
+        """thunder's (``thunder.core.transform_common``), where a bound symbol whose output holds
+        no number seen before keeps its output object when nothing can change it in place (thunder
+        rebuilt an equal one), and so the flattened outputs ``dce`` just computed."""
+        seen = set()
+
+        def keep_or_swap(p):
+            if not isinstance(p, NumberProxyInterface):
+                return p
+            if p.name in seen:
+                return p.value  # don't make it a duplicate
+            seen.add(p.name)
+            return p
+
+        new_bsyms = []
+        for bsym in bsyms:
+            outs = bsym.flat_outs
+            if all(isinstance(x, NumberProxyInterface) and x.name in seen for x in outs):
+                continue
+            names = [x.name for x in outs if isinstance(x, NumberProxyInterface)]
+            if _kept_whole(bsym.output) and len(set(names)) == len(names) and seen.isdisjoint(names):
+                seen.update(names)
+                new_bsyms.append(bsym.from_bsym(output=bsym.output))
+            else:
+                new_bsyms.append(bsym.from_bsym(output=tree_map(keep_or_swap, bsym.output)))
+        return new_bsyms
+
+    return remove_duplicate_number_proxies
+
+
 class _Signature:
     """A meta's signature, and how many positional parameters it has when it has no other kind
     (None otherwise)."""
@@ -200,6 +264,10 @@ def patches() -> list[Patch]:
         attribute(Symbol, "normalize", _normalize, "the meta's signature computed once per meta", wrap=True),
         attribute(BoundSymbol, "from_bsym_swap_proxies", _from_bsym_swap_proxies, why, wrap=True),
         attribute(symbol, "tree_flatten_with_dataclass", _tree_flatten_with_dataclass, why, wrap=True),
+        attribute(BoundSymbol, "from_bsym", _from_bsym, "a copy with the same arguments or output keeps their flattened proxies",
+                  wrap=True),
+        attribute(transform_common, "remove_duplicate_number_proxies", _remove_duplicate_number_proxies,
+                  "dce's last step keeps outputs it would rebuild unchanged", wrap=True),
         *(attribute(module, "tree_flatten", _tree_flatten, "thunder's tree_flatten of a plain value without its type set",
                     wrap=True) for module in (symbol, thunder_utils)),
     ]
