@@ -103,6 +103,20 @@ def _tree_flatten_with_dataclass(original):
 _THUNDERS = object()  # what _swapped returns for a value thunder's swap must handle
 
 
+def _followed(p, swap_map):
+    """Proxy ``p`` followed through ``swap_map`` as thunder's swap follows it."""
+    vp = variableify(p)
+    visited = set()
+    while vp in swap_map:
+        if swap_map[vp] is p:
+            break
+        baseutils.check(vp not in visited, lambda: f"Detected a cycle while swapping; the cycle includes {visited}")
+        visited.add(vp)
+        p = swap_map[vp]
+        vp = variableify(p)
+    return p
+
+
 def _swapped(x, swap_map):
     """``x`` with its proxies followed through ``swap_map`` (thunder's ``swap`` in
     ``from_bsym_swap_proxies``), rebuilt directly; _THUNDERS if it is not plain (see ``_plain``)
@@ -111,25 +125,20 @@ def _swapped(x, swap_map):
     if t is tuple or t is list:
         items = []
         for y in x:
-            if (y := _swapped(y, swap_map)) is _THUNDERS:
+            # (the common items inline: a call per item was most of the walk)
+            if type(y) in _LEAVES:
+                items.append(y)
+            elif isinstance(y, Proxy) and not isinstance(y, CollectionProxy):
+                items.append(_followed(y, swap_map))
+            elif (y := _swapped(y, swap_map)) is _THUNDERS:
                 return _THUNDERS
-            items.append(y)
+            else:
+                items.append(y)
         return tuple(items) if t is tuple else items
     if t in _LEAVES:
         return x
     if isinstance(x, Proxy):
-        if isinstance(x, CollectionProxy):
-            return _THUNDERS
-        vx = variableify(x)
-        visited = set()
-        while vx in swap_map:
-            if swap_map[vx] is x:
-                break
-            baseutils.check(vx not in visited, lambda: f"Detected a cycle while swapping; the cycle includes {visited}")
-            visited.add(vx)
-            x = swap_map[vx]
-            vx = variableify(x)
-        return x
+        return _THUNDERS if isinstance(x, CollectionProxy) else _followed(x, swap_map)
     if t is dict:
         items = {}
         for k, v in x.items():
@@ -175,11 +184,18 @@ _OUTPUT_CACHES = ("flat_proxy_outs", "flat_variableified_proxy_outs")
 def _from_bsym(original):
     def from_bsym(self, **kwargs):
         new = original(self, **kwargs)
-        known, fresh = vars(self), vars(new)
-        if kwargs.get("args", self.args) is self.args and kwargs.get("kwargs", self.kwargs) is self.kwargs:
-            fresh.update((name, known[name]) for name in _ARGUMENT_CACHES if name in known)
-        if kwargs.get("output", self.output) is self.output:
-            fresh.update((name, known[name]) for name in _OUTPUT_CACHES if name in known)
+        known = vars(self)
+        if "flat_proxy_args" in known and kwargs.get("args", self.args) is self.args \
+                and kwargs.get("kwargs", self.kwargs) is self.kwargs:
+            fresh = vars(new)
+            for name in _ARGUMENT_CACHES:
+                if name in known:
+                    fresh[name] = known[name]
+        if "flat_proxy_outs" in known and kwargs.get("output", self.output) is self.output:
+            fresh = vars(new)
+            for name in _OUTPUT_CACHES:
+                if name in known:
+                    fresh[name] = known[name]
         return new
 
     return from_bsym
