@@ -29,9 +29,12 @@ from metatrace.interpret import (
     module_state, opaque_calls, state_reads, tensor_metadata, values_as_text,
 )
 from metatrace.mutations import record as mutation_records, replay as mutation_replay, returned_objects
-from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants
+from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs
 from metatrace.metas import oblivious_sites, python_executor, raising_symbols
-from metatrace.metas.torch_ops import custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, torch_decompositions, torch_executor_fixes, torch_metas
+from metatrace.metas.torch_ops import (
+    custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, torch_decompositions, torch_executor_fixes,
+    torch_metas,
+)
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
 from metatrace.codegen.loader import load
@@ -184,6 +187,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         saved_values.patches,
         # later stages: every trace keeps producers for its size symbols
         size_producers.patches,
+        symbol_costs.patches if with_fast_paths else list,
         grad_transform.patches,
         fusion_regions.patches,
         distributed.patches,
