@@ -31,6 +31,7 @@ def all_traces(jf) -> list:
     return [*thunder.last_prologue_traces(jf), *thunder.last_traces(jf), *thunder.last_backward_traces(jf)]
 
 
+@pytest.mark.slow  # (a model run: thunder's nanoGPT, eval and training over lengths)
 def test_nanogpt_eval_and_training_over_sequence_lengths(enabled):
     model = small_gpt()
     jm = thunder.jit(model, cache="symbolic values")

@@ -359,6 +359,7 @@ def _selection_and_counts(x, w, m):
     return h.sum(0) * counts[: w.shape[1]].float().sum() + counts[1:].float().mean()
 
 
+@pytest.mark.slow  # (torch.compile runs: inductor compiles on CPU)
 def test_sizes_read_from_data_under_torch_compile_ex_with_grad_on_weights_only(enabled):
     from thunder.executors.torch_compile import torch_compile_ex
 

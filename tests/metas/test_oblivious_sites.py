@@ -7,6 +7,7 @@ no longer has fails enable() loudly."""
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -98,18 +99,26 @@ def test_a_site_resolves_to_the_code_it_was_written_for(site):
     assert oblivious_sites.site_code(site).co_name == site.rpartition(".")[2]
 
 
-def _importers(site: str) -> set[tuple[str, str]]:
-    """(module, name) of every thunder module that imports ``site``'s function by name."""
-    module_name, _, name = site.rpartition(".")
+@functools.cache
+def _thunder_imports() -> tuple[tuple[str, str, str, str], ...]:
+    """(importer, module, name, bound name) of every ``from module import name`` in thunder's
+    sources, parsed once for every site (a parse of thunder's ~300 files takes seconds)."""
     root = Path(thunder.__file__).parent
-    found = set()
+    found = []
     for path in root.rglob("*.py"):
         parts = path.relative_to(root.parent).with_suffix("").parts
         importer = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module == module_name:
-                found |= {(importer, alias.asname or alias.name) for alias in node.names if alias.name == name}
-    return found
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                found += [(importer, node.module, alias.name, alias.asname or alias.name) for alias in node.names]
+    return tuple(found)
+
+
+def _importers(site: str) -> set[tuple[str, str]]:
+    """(module, name) of every thunder module that imports ``site``'s function by name."""
+    module_name, _, name = site.rpartition(".")
+    return {(importer, bound) for importer, module, imported, bound in _thunder_imports()
+            if module == module_name and imported == name}
 
 
 @pytest.mark.parametrize("site", unbacked.THUNDER_SITES)

@@ -1,14 +1,19 @@
-"""``pytest -p metatrace.pytest_plugin --metatrace-force-symbolic`` reruns tests under symbolic values."""
+"""``pytest -p metatrace.pytest_plugin --metatrace-force-symbolic`` reruns tests under symbolic values.
+
+Each inner session runs in this process (pytest's ``pytester``, in-process): a subprocess would
+import torch and thunder again, 5-10 s per test. The plugin enables metatrace in the inner
+session's ``pytest_configure`` and disables it in ``pytest_unconfigure``, as in a real session;
+each test checks that it left metatrace as it found it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
+
+import pytest
 
 import metatrace
+
+pytest_plugins = ("pytester",)
 
 INNER_TEST = textwrap.dedent(
     '''
@@ -27,21 +32,29 @@ INNER_TEST = textwrap.dedent(
 )
 
 
-def _run(tmp_path, *options) -> subprocess.CompletedProcess:
-    path = tmp_path / "test_inner.py"
-    path.write_text(INNER_TEST)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "metatrace.pytest_plugin", *options, str(path)]
-    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+@pytest.fixture
+def inner(pytester):
+    """Runs an inner pytest session on ``source`` with the plugin: (its outcomes, its output)."""
+    was_enabled = metatrace.is_enabled()
+
+    def run(source: str, *options):
+        pytester.makepyfile(test_inner=source)
+        result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "metatrace.pytest_plugin", *options)
+        counts = {k: v for k, v in result.parseoutcomes().items() if k in ("passed", "failed", "errors", "skipped")}
+        return counts, result.stdout.str()
+
+    yield run
+    assert metatrace.is_enabled() == was_enabled  # the inner session gave metatrace back as it was
 
 
-def test_plugin_forces_symbolic_values_and_enables_metatrace(tmp_path):
-    result = _run(tmp_path, "--metatrace-force-symbolic")
-    assert result.returncode == 0, result.stdout[-2000:]
+def test_plugin_forces_symbolic_values_and_enables_metatrace(inner):
+    outcomes, output = inner(INNER_TEST, "--metatrace-force-symbolic")
+    assert outcomes == {"passed": 1}, output[-2000:]
 
 
-def test_plugin_without_the_option_changes_nothing(tmp_path):
-    result = _run(tmp_path)
-    assert "1 failed" in result.stdout  # constant values: two compiles, metatrace off
+def test_plugin_without_the_option_changes_nothing(inner):
+    outcomes, _ = inner(INNER_TEST)
+    assert outcomes == {"failed": 1}  # constant values: two compiles, metatrace off
 
 
 LEAKING_TEST = textwrap.dedent(
@@ -64,25 +77,16 @@ LEAKING_TEST = textwrap.dedent(
 )
 
 
-def _run_leaking(tmp_path, marker: str, *options) -> subprocess.CompletedProcess:
-    path = tmp_path / "test_leaking.py"
-    path.write_text(LEAKING_TEST.format(marker=marker))
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "metatrace.pytest_plugin",
-               *options, str(path)]
-    env = {**os.environ, "PYTHONPATH": str(Path(metatrace.__file__).resolve().parents[1])}  # this checkout's plugin
-    return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
+def test_the_sentinel_marker_fails_a_test_that_leaves_a_proxy(inner):
+    _, output = inner(LEAKING_TEST.format(marker="@pytest.mark.metatrace_sentinel"))
+    assert "thunder proxies left in the caller's objects after a jitted call: args[2][0]" in output
 
 
-def test_the_sentinel_marker_fails_a_test_that_leaves_a_proxy(tmp_path):
-    result = _run_leaking(tmp_path, "@pytest.mark.metatrace_sentinel")
-    assert "thunder proxies left in the caller's objects after a jitted call: args[2][0]" in result.stdout
+def test_the_sentinel_option_fails_a_test_that_leaves_a_proxy(inner):
+    outcomes, _ = inner(LEAKING_TEST.format(marker=""), "--metatrace-sentinel")
+    assert outcomes == {"failed": 1}
 
 
-def test_the_sentinel_option_fails_a_test_that_leaves_a_proxy(tmp_path):
-    result = _run_leaking(tmp_path, "", "--metatrace-sentinel")
-    assert "1 failed" in result.stdout
-
-
-def test_without_the_sentinel_the_leak_passes_unseen(tmp_path):
-    result = _run_leaking(tmp_path, "")
-    assert "1 passed" in result.stdout
+def test_without_the_sentinel_the_leak_passes_unseen(inner):
+    outcomes, _ = inner(LEAKING_TEST.format(marker=""))
+    assert outcomes == {"passed": 1}
