@@ -117,8 +117,9 @@ class ExpectedValue:
         if isinstance(self.expected, Identity):
             return self.expected.matches(value) and (self.length is None or len(value) == self.length)
         pinned = self.pinned
-        if pinned is not None and value is pinned[0] and _unchanged(pinned):
-            return True
+        if pinned is not None:
+            if value is pinned[0] and _unchanged(pinned) or pinned[3] and _same_strings(value, pinned[0]):
+                return True
         try:
             same = snapshot(value) == self.expected
         except OverflowError:
@@ -136,8 +137,9 @@ except ImportError:  # pragma: no cover - a torch without it: every check takes 
 
 def _pins(x: Any) -> tuple | None:
     """What keeps ``x``'s snapshot valid while ``x`` is the same object: the version of each dict
-    in it, the type of each module in it (the snapshot compares a module by type). None where a
-    container has no version (a list, a set: the next call takes a snapshot)."""
+    in it, the type of each module in it (the snapshot compares a module by type); and whether it
+    is a tuple of exact strings (then an equal tuple matches too). None where a container has no
+    version (a list, a set: the next call takes a snapshot)."""
     dicts: list = []
     types: list = []
     pending = [x]
@@ -155,7 +157,14 @@ def _pins(x: Any) -> tuple | None:
         elif isinstance(v, torch.nn.Module):
             types.append((v, t))
         # leaves, enums, tensors and objects compared by identity cannot change under the same container
-    return (x, tuple(dicts), tuple(types))
+    strings = type(x) is tuple and all(type(e) is str for e in x)
+    return (x, tuple(dicts), tuple(types), strings)
+
+
+def _same_strings(value: Any, pinned: tuple) -> bool:
+    """An equal tuple of exact strings (``code.co_varnames`` builds a new tuple on every read):
+    ``==`` between exact strings compares their contents, as the snapshot does."""
+    return type(value) is tuple and value == pinned and all(type(e) is str for e in value)
 
 
 def _unchanged(pinned: tuple) -> bool:

@@ -71,14 +71,17 @@ def _global_hook_keys() -> tuple | None:
 
 class _CalledModule:
     """What the check knows of one module: where it is, its hooks, and the tensors the wrapper
-    holds for it (kind, name, dotted name, a weak reference to the tensor the trace read)."""
+    holds for it (kind, name, dotted name, a weak reference to the tensor the trace read).
+    ``base``: the index of the nearest module checked before it on its path from the same root
+    (-1: none), ``rest``: the ``_modules`` keys from there, so that a check walks each level once."""
 
-    __slots__ = ("root", "path", "hook_keys", "module", "tensors")
+    __slots__ = ("root", "path", "hook_keys", "module", "tensors", "base", "rest")
 
-    def __init__(self, root: int, path: tuple[str, ...], module: torch.nn.Module, wrapper):
+    def __init__(self, root: int, path: tuple[str, ...], module: torch.nn.Module, wrapper, base: int, rest):
         self.root, self.path, self.hook_keys = root, path, _hook_keys(module.__dict__)
         self.module = weakref.ref(module)
         self.tensors = [] if wrapper is None else list(_wrapped_tensors(module, path, wrapper))
+        self.base, self.rest = base, rest
 
 
 def _wrapped_tensors(module: torch.nn.Module, path: tuple[str, ...], wrapper):
@@ -95,17 +98,25 @@ class ExpectedModuleState:
     The prologue passes the ``__dict__`` of each root; a submodule is reached from its root by its
     ``_modules`` keys (dict lookups: thunder's ``get_submodule`` for each would cost a microsecond)."""
 
-    __slots__ = ("modules", "global_keys", "sources", "wrapper")
+    __slots__ = ("modules", "global_keys", "sources", "wrapper", "index")
 
     def __init__(self, wrapper):
         self.modules: list[_CalledModule] = []
         self.sources: list[str] = []
         self.global_keys = _global_hook_keys()
         self.wrapper = None if wrapper is None else weakref.ref(wrapper)  # the jitted model's ThunderModule
+        self.index: dict[tuple, int] = {}  # (root, path) -> position in ``modules``
 
     def add(self, root: int, path: tuple[str, ...], module: torch.nn.Module, source: str, in_wrapper: bool) -> None:
         wrapper = self.wrapper() if self.wrapper is not None and in_wrapper else None
-        self.modules.append(_CalledModule(root, path, module, wrapper))
+        base, start = -1, 0
+        for cut in range(len(path) - 1, 0, -1):  # the longest prefix already checked
+            found = self.index.get((root, path[:cut]))
+            if found is not None:
+                base, start = found, cut
+                break
+        self.index[(root, path)] = len(self.modules)
+        self.modules.append(_CalledModule(root, path, module, wrapper, base, path[start:]))
         self.sources.append(source)
 
     @property
@@ -117,11 +128,13 @@ class ExpectedModuleState:
     def matches(self, *roots: dict) -> bool:
         same = _global_hook_keys() == self.global_keys
         rebound = False
+        walked: list[dict] = []  # each module's __dict__, in the order of ``modules``
         try:
             for m in self.modules:
-                d = roots[m.root]
-                for name in m.path:
+                d = roots[m.root] if m.base < 0 else walked[m.base]
+                for name in m.rest:
                     d = d["_modules"][name].__dict__
+                walked.append(d)
                 same = same and _hook_keys(d) == m.hook_keys
                 for kind, name, _, ref in m.tensors:
                     rebound = rebound or d[kind].get(name) is not ref()

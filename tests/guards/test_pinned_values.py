@@ -40,6 +40,7 @@ def _values():
         "dict of list": {"xs": [1, 2], "f": _fn},
         "tuple of dicts": ({"k": 1}, {"k": 2}),
         "tuple of leaves": (1, "a", 2.5, True, None, torch.float32),
+        "tuple of strings": ("self", "x", "mask"),
         "dict of modules": {"0": torch.nn.Linear(2, 2), "1": torch.nn.ReLU()},
         "list": [1, 2, {"k": 3}],
         "float keys": {1.5: "a", (1, 2): "b"},
@@ -127,6 +128,22 @@ def test_an_equal_copy_matches_and_a_changed_copy_does_not(kind):
     check.matches(value)
     copy = _values()[kind]
     assert check.matches(copy) and not (_set_first(copy) and check.matches(copy))
+
+
+class _EqualToAll(str):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize("other", [("self", "x", "mask"), ("self", "x", "maskk"), ("self", "x"),
+                                   ("self", "x", _EqualToAll("y")), ["self", "x", "mask"]],
+                         ids=["equal", "changed", "shorter", "str subclass", "list"])
+def test_a_new_tuple_of_strings_matches_exactly_when_a_snapshot_does(other):
+    check = ExpectedValue(("self", "x", "mask"), "co_varnames")
+    check.matches(("self", "x", "mask"))  # pinned: a tuple of strings
+    assert check.matches(other) == (snapshot(other) == snapshot(("self", "x", "mask")))
 
 
 SETTINGS = {"scale": 2.0, "sub": {"shift": 1.0}}
