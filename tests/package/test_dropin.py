@@ -612,6 +612,32 @@ def test_set_grad_enabled_with_a_closure_flag(enabled, flag):
         torch.set_grad_enabled(initial)
 
 
+def _grad_mode_from(x, n, how):
+    flag = {"int": (n > 0) * (n > 1), "bool": n > 1, "float": n * 0.5, "bool of an int": bool(n)}[how]
+    with torch.set_grad_enabled(flag):
+        return x * 3, torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize("how", ["int", "bool", "float", "bool of an int"])
+@pytest.mark.parametrize("n", [0, 6])
+def test_set_grad_enabled_of_a_number_accepts_what_eager_accepts(enabled, how, n):
+    """``torch.set_grad_enabled`` takes a bool only: ``(n > 0) * (n > 1)`` is an int, and eager
+    raises TypeError where thunder's symbol took it as the mode (found by the fuzzer)."""
+    x = torch.ones(2, requires_grad=True)
+    initial = torch.is_grad_enabled()
+    try:
+        outcomes = []
+        for fn in (_grad_mode_from, thunder.jit(_grad_mode_from, cache=SYMBOLIC)):
+            try:
+                out, mode = fn(x, n, how)
+                outcomes.append((out.tolist(), out.requires_grad, mode))
+            except TypeError:
+                outcomes.append(TypeError)
+        assert outcomes[1] == outcomes[0]
+    finally:
+        torch.set_grad_enabled(initial)
+
+
 def test_no_autocast_function_runs_under_symbolic_values(enabled):
     """thunder's no_autocast wrapper (every trace's python_callable has it) passes a closure's
     bool to the opaque torch.set_autocast_enabled."""

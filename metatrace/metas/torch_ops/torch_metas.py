@@ -156,11 +156,16 @@ def _numel_meta(original):
 def _set_grad_enabled_meta(original):
     """``torch.set_grad_enabled(flag)``: thunder stores the flag in its compile data and passes it
     to ``torch._C._set_grad_enabled`` after the call, which takes a bool only: a symbolic flag
-    (a bool read from a closure, an argument) is baked in, guarded by value."""
+    (a bool read from a closure, an argument) is baked in, guarded by value. Anything but a bool
+    raises eager's TypeError (thunder's symbol stored ``True * True``, an int, as the mode)."""
 
     @functools.wraps(original)
     def meta(*args, **kwargs):
-        return original(*concrete_numbers(args, "torch.set_grad_enabled"), **kwargs)
+        args = concrete_numbers(args, "torch.set_grad_enabled")
+        flag = args[0] if args else kwargs.get("enabled")
+        if type(flag) is not bool:
+            raise TypeError(f"set_grad_enabled(): argument 'enabled' (position 1) must be bool, not {type(flag).__name__}")
+        return original(*args, **kwargs)
 
     return meta
 
