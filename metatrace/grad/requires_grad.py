@@ -34,12 +34,12 @@ import thunder
 import thunder.core.jit_ext as jit_ext
 import thunder.executors.torch_autograd as torch_autograd
 import torch
-from thunder.core import devices, dtypes
+from thunder.core import dtypes
 from thunder.core.compile_data import get_compile_data
 from thunder.core.interpreter import _interpret_call
 import thunder.core.prims as prims
 from thunder.core.prims import OpTags
-from thunder.core.proxies import Proxy, TensorProxy
+from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_iter
 from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx
@@ -47,6 +47,7 @@ from thunder.core.trace import get_tracectx
 from metatrace.state.compile_context import CONNECTING_OUTPUTS
 from metatrace.grad import scalar_tensor_grads
 from metatrace.patching import Patch, attribute, item
+from metatrace.proxies.plain_trees import plain_leaves
 
 _PUT_GRAD = prims.put_grad
 
@@ -85,26 +86,14 @@ def _refuse_gradient(sym, args, kwargs) -> None:
 
 # Leaves a prim's arguments and results hold besides proxies (thunder's own dtypes and devices
 # are leaves too, tested by isinstance below).
-_SCALARS = frozenset({int, float, bool, complex, str, type(None), slice, type(Ellipsis), type, torch.dtype, torch.device})
-
-
 def _tensor_proxies(tree) -> list:
-    """The tensor proxies in ``tree``: walked directly through exact lists, tuples and dicts (a
-    prim's arguments and results, nearly always); through ``tree_iter`` when it holds any other
-    container (a namedtuple, a dataclass, a registered node)."""
-    found, pending = [], [tree]
-    while pending:
-        x = pending.pop()
-        t = type(x)
-        if t is list or t is tuple:
-            pending.extend(x)
-        elif t is dict:
-            pending.extend(x.values())
-        elif isinstance(x, TensorProxy):
-            found.append(x)
-        elif t not in _SCALARS and not isinstance(x, (Proxy, dtypes.dtype, devices.Device)):
-            return [x for x in tree_iter(tree) if isinstance(x, TensorProxy)]
-    return found
+    """The tensor proxies in ``tree``: walked directly through exact containers (a prim's
+    arguments and results, nearly always); through ``tree_iter`` when it holds any other container
+    (a namedtuple, a dataclass, a registered node)."""
+    leaves = plain_leaves(tree)
+    if leaves is None:
+        return [x for x in tree_iter(tree) if isinstance(x, TensorProxy)]
+    return [x for x in leaves if isinstance(x, TensorProxy)]
 
 
 def _set_eager_flags(sym, args, kwargs, result, grad_enabled: bool) -> None:

@@ -31,10 +31,8 @@ the same types, in the same order, holding the same objects.
 from __future__ import annotations
 
 import inspect
-import types
 
 import optree
-import torch
 import thunder.core.baseutils as baseutils
 import thunder.core.symbol as symbol
 import thunder.core.transform_common as transform_common
@@ -46,30 +44,14 @@ from thunder.core.pytree import OPTREE_NAMESPACE, tree_map
 from thunder.core.symbol import BoundSymbol, Symbol
 
 from metatrace.patching import Patch, attribute
+from metatrace.proxies.plain_trees import PLAIN_LEAVES, plain_leaves
 
-# Leaves optree keeps as they are and thunder registers nothing for.
-_LEAVES = frozenset({int, float, bool, complex, str, type(None), types.EllipsisType, type, torch.dtype,
-                     torch.device, torch.memory_format})
+_LEAVES = PLAIN_LEAVES
 
 
 def _plain(x) -> bool:
-    """Whether ``x`` is exact tuples, lists, dicts and slices of proxies and plain leaves (one
-    walk, no recursion: it runs for every bound symbol's arguments and output)."""
-    pending = [x]
-    while pending:
-        x = pending.pop()
-        t = type(x)
-        if t is tuple or t is list:
-            pending.extend(x)
-        elif t is dict:
-            pending.extend(x.values())
-        elif t in _LEAVES:
-            continue
-        elif t is slice:
-            pending += (x.start, x.stop, x.step)
-        elif not isinstance(x, (Proxy, dtypes.dtype, devices.Device)):
-            return False
-    return True
+    """Whether ``x`` is exact tuples, lists, dicts and slices of proxies and plain leaves."""
+    return plain_leaves(x) is not None
 
 
 # What thunder's ``tree_flatten`` accepts at the top of a tree, among the plain values (it raises
