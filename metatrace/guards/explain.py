@@ -27,7 +27,7 @@ from typing import Any
 import thunder
 
 from metatrace.guards import provenance
-from metatrace.guards.check_texts import CheckText
+from metatrace.guards.check_texts import NO_VALUE, CheckText
 from metatrace.guards.classify import ExpectedArgument
 from metatrace.guards.registry import EXPECTED, PROGRAMS, compile_stats, function_record
 from metatrace.guards.value_checks import ExpectedValue
@@ -227,7 +227,9 @@ def _expected_check(expected, proxies: tuple, fn) -> CheckText:
         return CheckText(expected.text)
     own = provenance.reads_own_state(history)
     subject = provenance.text(history, fn) if own else provenance.state_name(history, fn)
-    return CheckText(expected.text, subject, own_state=own)
+    text = expected.text  # a CheckText where the check was made with its reason (value_checks.add_value_check)
+    return CheckText(text, subject, getattr(text, "relation", None), getattr(text, "value", NO_VALUE),
+                     getattr(text, "reason", ""), own_state=own)
 
 
 def _jitted_function(jitted_fn):

@@ -29,8 +29,11 @@ import torch
 from thunder.core.interpreter import ProvenanceRecord
 from thunder.core.proxies import Proxy
 
+from metatrace.proxies.plain_trees import exact_nodes
 from metatrace.guards import classify, content_reads, provenance
+from metatrace.guards.check_texts import NO_VALUE, CheckText
 from metatrace.guards.classify import ExpectedArgument, Identity
+from metatrace.metas.relations import Relation
 from metatrace.state.compile_session import session
 from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
 
@@ -142,16 +145,10 @@ def _pins(x: Any) -> tuple | None:
     version (a list, a set: the next call takes a snapshot)."""
     dicts: list = []
     types: list = []
-    pending = [x]
-    while pending:
-        v = pending.pop()
+    for v in exact_nodes(x, dict_keys=True):
         t = type(v)
-        if t is tuple or t is frozenset:
-            pending.extend(v)
-        elif t is dict:
+        if t is dict:
             dicts.append((v, _dict_version(v)))
-            pending.extend(v.keys())
-            pending.extend(v.values())
         elif t is list or t is set or t is bytearray:
             return None
         elif isinstance(v, torch.nn.Module):
@@ -187,6 +184,10 @@ class ValueConstraint:
         structure_symbol()(self.value_id, value_proxy, *more_proxies)
 
 
+# Values a check's structured form keeps (explain compares them with thunder's checks of one value).
+_SHOWN_VALUES = frozenset({int, float, bool, complex, str, type(None)})
+
+
 def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source: str | None = None,
                     matcher: Any = None) -> None:
     """Adds a prologue check that the value read through ``record`` has ``value``'s contents (or,
@@ -200,9 +201,12 @@ def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source:
     value_id = new_id("v")
     source = source or provenance.text(record, session(ctx).fn)
     if matcher is None:
-        EXPECTED[value_id] = ExpectedValue(value, f"{source} == {_short_repr(value)} ({why})")
+        shown = value if type(value) in _SHOWN_VALUES else NO_VALUE  # (no reference to a module, a tensor)
+        text = CheckText(f"{source} == {_short_repr(value)} ({why})", source, Relation.EQ, shown, why)
+        EXPECTED[value_id] = ExpectedValue(value, text)
     else:
-        EXPECTED[value_id] = ExpectedArgument(matcher, f"{classify.text(source, matcher)} ({why})")
+        EXPECTED[value_id] = ExpectedArgument(matcher, CheckText(f"{classify.text(source, matcher)} ({why})",
+                                                                 source, reason=why))
     if type(value) in content_reads.WRITABLE and session(ctx).content_reads is not None:
         session(ctx).content_reads.watch(value_id, value, source)  # by type if the trace only writes it
     from thunder.core.trace import tracectx
