@@ -24,11 +24,11 @@ from metatrace.proxies import (
 from metatrace.grad import requires_grad, rules, saved_values
 from metatrace.guards import module_paths, prologue_op
 from metatrace.interpret import (
-    argument_reads, c_mutations, call_hooks, callee_checks, container_builtins, custom_getattribute, dict_literals,
-    dropped_stores, fast_paths, gc_pacing_phases, interpreter_costs, jit_hooks, library_state, lookasides, module_methods,
+    argument_reads, attribute_presence, c_mutations, call_hooks, callee_checks, container_builtins, custom_getattribute,
+    dict_literals, dropped_stores, fast_paths, gc_pacing_phases, interpreter_costs, jit_hooks, library_state, lookasides, module_methods,
     module_state, opaque_calls, state_reads, tensor_metadata, values_as_text,
 )
-from metatrace.mutations import record as mutation_records, replay as mutation_replay, returned_objects
+from metatrace.mutations import cells as cell_stores, record as mutation_records, replay as mutation_replay, returned_objects
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs
 from metatrace.metas import oblivious_sites, python_executor, raising_symbols
 from metatrace.metas.torch_ops import (
@@ -141,9 +141,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         module_state.patches,
         dropped_stores.patches,
         # stores into pre-existing objects: recorded, undone after tracing, replayed by the epilogue
-        mutation_records.patches,
-        mutation_replay.patches,
-        returned_objects.patches,
+        mutation_records.patches, cell_stores.patches, mutation_replay.patches, returned_objects.patches,
         lookasides.patches,
         custom_getattribute.patches,
         library_state.patches,
@@ -152,6 +150,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         values_as_text.patches,
         state_reads.patches,
         argument_reads.patches,
+        attribute_presence.patches,
         tensor_metadata.patches,
         callee_checks.patches,
         opaque_calls.patches,

@@ -176,11 +176,13 @@ MUTATION_STATEMENTS = (
     "if x.shape[0] not in self.cache: self.cache[x.shape[0]] = torch.ones(x.shape[0])",
     "self.total = self.total + r", "self.steps = self.steps[-2:] + [x.shape[0]]",
     "G.append(n)", "GD['k'] = x.shape[0]", "GD.setdefault('s', []).append(n)",
+    "BUMP(x.shape[0])", "BUMP(n)", "REMEMBER(x.shape[0])", "REMEMBER(x.detach() * 2)", "REMEMBER(str(n))",
 )
 MUTATION_TERMS = (
     "len(acc)", "sum(acc)", "x[:len(acc)] * 1", "list(acc)", "x * self.count", "self.last_len", "x[:cfg.count] * 1",
     "cfg.count", "sorted(d)", "d.get('n', -1)", "len(self.cache)", "(self.act.sum() if self.act is not None else None)",
     "self.total", "len(G)", "GD.get('k')", "len(self.steps)", "x.shape[0] in self.cache", "x * 2",
+    "CELLS()[0]", "x * CELLS()[0]", "CELLS()[1]",
 )
 RESULT_TYPE_TERMS = (
     "n ** 0.5", "type(n ** 0.5).__name__", "isinstance(n ** 0.5, float)", "(x.shape[0] - 2) ** 0.5", "n ** m",
@@ -207,6 +209,22 @@ class FamilyProgram:
 
     def source(self) -> str:
         lines = [
+            "def make_cells():  # closure variables rebound by the calls (nonlocal)",
+            "    total, last = 0, None",
+            "    def bump(k):",
+            "        nonlocal total",
+            "        total = total + k",
+            "        return total",
+            "    def remember(v):",
+            "        nonlocal last",
+            "        last = v",
+            "        return v",
+            "    def cells():",
+            "        return total, last",
+            "    return bump, remember, cells",
+            "",
+            "BUMP, REMEMBER, CELLS = make_cells()",
+            "",
             "def safe_div(p, q):",
             "    try:",
             "        return p / q",

@@ -1,6 +1,6 @@
 """Runs one program of ``fuzz_families`` eagerly and jitted, side by side, and names every
 difference after every call: the outputs, the state the program mutates (its arguments, the
-module's attributes, the globals ``G`` and ``GD``), the exception type where eager raises, and any
+module's attributes, the globals ``G`` and ``GD``, the closure variables ``CELLS()`` reads), the
 thunder proxy left in the caller's objects (``metatrace.testing``'s sentinel).
 
 A ``MetatraceError`` passes where eager does not raise only when stock thunder (metatrace
@@ -68,7 +68,8 @@ class _Side:
     def observed_state(self) -> dict:
         acc, cfg, d = self.state
         attributes = {k: v for k, v in vars(self.module).items() if not k.startswith("_") and k != "training"}
-        return {"acc": acc, "cfg": vars(cfg), "d": d, "module": attributes, "G": self.ns["G"], "GD": self.ns["GD"]}
+        return {"acc": acc, "cfg": vars(cfg), "d": d, "module": attributes, "G": self.ns["G"], "GD": self.ns["GD"],
+                "cells": self.ns["CELLS"]()}
 
 
 def check_family_program(program: ff.FamilyProgram, sequence: list[ff.FamilyCall]) -> Outcome:

@@ -79,9 +79,12 @@ BY_CLASS: tuple[tuple[type | tuple[type, ...], Kind], ...] = (
     ((enum.Enum, types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial, type,
       types.ModuleType, torch.Generator), Kind.IDENTITY),
     # ``numpy.float64`` is a float: thunder proxies it like one
-    ((int, float), Kind.NUMBER),
+    (numpy.float64, Kind.NUMBER),
     # other numpy scalars (``np.int64``, ``np.float32``): thunder bakes them in as constants
     (numpy.generic, Kind.EQUAL),
+    # any other subclass of a number or of str (a user's ``class Count(int)``): a constant
+    # (metatrace.interpret.value_proxies keeps it the object it is), which may carry more than its value
+    ((int, float, complex, str, bytes), Kind.DEFAULT),
     # an iterator changes as it is read: the trace baked in what ``next`` gave while it was made
     ((collections.abc.Iterator, types.CoroutineType, types.AsyncGeneratorType), Kind.ONCE),
     ((list, tuple, dict), Kind.CONTAINER),  # namedtuples, torch.Size, OrderedDict: by their own type

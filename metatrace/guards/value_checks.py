@@ -189,10 +189,12 @@ _SHOWN_VALUES = frozenset({int, float, bool, complex, str, type(None)})
 
 
 def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source: str | None = None,
-                    matcher: Any = None) -> None:
+                    matcher: Any = None, reads_seen: bool = True) -> None:
     """Adds a prologue check that the value read through ``record`` has ``value``'s contents (or,
     given a ``metatrace.guards.classify`` ``matcher``, matches it). Once per provenance and trace
-    (the compile session's ``value_checks``)."""
+    (the compile session's ``value_checks``). ``reads_seen``: the trace's reads of the value's
+    contents go through its provenance, so a container only written to may be checked by type
+    (:mod:`metatrace.guards.content_reads`); not so for a value bound as a constant (defaults)."""
     checked = session(ctx).value_checks
     key = provenance.key(record)
     if key in checked:
@@ -207,7 +209,7 @@ def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source:
     else:
         EXPECTED[value_id] = ExpectedArgument(matcher, CheckText(f"{classify.text(source, matcher)} ({why})",
                                                                  source, reason=why))
-    if type(value) in content_reads.WRITABLE and session(ctx).content_reads is not None:
+    if reads_seen and type(value) in content_reads.WRITABLE and session(ctx).content_reads is not None:
         session(ctx).content_reads.watch(value_id, value, source)  # by type if the trace only writes it
     from thunder.core.trace import tracectx
 
@@ -219,6 +221,39 @@ def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source:
 def _short_repr(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class ExpectedPresence:
+    """Whether an object has an attribute (``hasattr``), as the trace decided on it: a
+    ``getattr(obj, name, default)`` that took the default, a ``hasattr`` (lazy state stored on a
+    module or an object by an earlier call)."""
+
+    __slots__ = ("name", "present", "text")
+
+    def __init__(self, name: str, present: bool, text: CheckText):
+        self.name, self.present, self.text = name, present, text
+
+    def matches(self, obj: Any, *aliased: Any) -> bool:
+        return hasattr(obj, self.name) is self.present
+
+
+def add_presence_check(ctx, record: ProvenanceRecord, name: str, present: bool, why: str) -> None:
+    """Adds a prologue check that the object read through ``record`` has (or lacks) the attribute
+    ``name``. Once per provenance, name and trace."""
+    checked = session(ctx).value_checks
+    key = (provenance.key(record), "hasattr", name)
+    if key in checked:
+        return
+    checked.add(key)
+    value_id = new_id("v")
+    subject = f"hasattr({provenance.text(record, session(ctx).fn)}, {name!r})"
+    EXPECTED[value_id] = ExpectedPresence(name, present, CheckText(f"{subject} is {present} ({why})", subject,
+                                                                   Relation.EQ, present, why))
+    from thunder.core.trace import tracectx
+
+    with tracectx(ctx.computation_trace):
+        proxy = Proxy(prefix="value", history=record)
+    ctx.add_constraint((ValueConstraint(value_id), proxy))
 
 
 class ExpectedContiguity:

@@ -47,7 +47,7 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import ProvenanceRecord, WrappedValue
 
 from metatrace.state import compile_context
-from metatrace.guards import provenance
+from metatrace.guards import classify, provenance
 from metatrace.state.compile_session import session
 from metatrace.guards.provenance import (
     attribute_name,
@@ -170,10 +170,46 @@ def _check_function(ctx, pr: ProvenanceRecord, fn, key: tuple, why: str = _WHY) 
         return
     if not is_library_function(fn):
         add_value_check(ctx, attribute_record(pr, "__code__"), fn.__code__, "its code, replaced by an in-place edit")
+    check_defaults(ctx, fn, pr)
+
+
+def check_defaults(ctx, fn: types.FunctionType, record: ProvenanceRecord, name: str | None = None) -> None:
+    """thunder binds a function's defaults as constants (its interpreter wraps them with
+    ``wrap_const``), so a trace bakes in the defaults it used, and what it reads through them is
+    not checked where it is read: ``__defaults__`` and ``__kwdefaults__`` are checked by contents,
+    and a data object among them with all its attributes (replaced, mutated, or an attribute
+    changed: a miss). ``record``: how the prologue reads ``fn``; ``name``: how a check names it."""
     for attr in ("__defaults__", "__kwdefaults__"):
         value = getattr(fn, attr)
-        if value:
-            add_value_check(ctx, attribute_record(pr, attr), value, "defaults are bound as constants")
+        if not value:
+            continue
+        history = attribute_record(record, attr)
+        source = f"{name}.{attr}" if name else None
+        add_value_check(ctx, history, value, "defaults are bound as constants", source=source, reads_seen=False)
+        for k, v in (value.items() if type(value) is dict else enumerate(value)):
+            if classify.kind(v) is classify.Kind.DATA:
+                add_value_check(ctx, provenance.item_record(history, k), v, "a default's attributes, read as constants",
+                                source=f"{source}[{k!r}]" if source else None, matcher=classify.expect(v, exact=True),
+                                reads_seen=False)
+    note_mutable_defaults(ctx, fn, record)
+
+
+_IMMUTABLE = (int, float, complex, bool, str, bytes, type(None), tuple, frozenset, type, types.FunctionType,
+              types.BuiltinFunctionType)
+
+
+def note_mutable_defaults(ctx, fn: types.FunctionType, record: ProvenanceRecord) -> None:
+    """Notes ``fn``'s mutable defaults as pre-existing objects the prologue reads as
+    ``fn.__defaults__[i]`` / ``fn.__kwdefaults__[name]`` (``record``: how it reads ``fn``).
+    thunder binds defaults as constants, without provenance, so a mutation of one
+    (``def f(x, seen=[]): seen.append(...)``) was neither undone nor replayed (metatrace.mutations):
+    its proxy stayed in the list."""
+    noted = session(ctx).mutable_defaults
+    for attr, items in (("__defaults__", enumerate(fn.__defaults__ or ())),
+                        ("__kwdefaults__", (fn.__kwdefaults__ or {}).items())):
+        for k, v in items:
+            if not isinstance(v, _IMMUTABLE):
+                noted.setdefault(id(v), (v, provenance.item_record(attribute_record(record, attr), k)))
 
 
 def check_property(obj: WrappedValue, name: str) -> None:

@@ -80,22 +80,14 @@ def _jit_ctx(original):
 
 
 def check_defaults(ctx, fn) -> None:
-    """thunder binds a function's defaults as constants (its interpreter wraps them with
-    ``wrap_const``), so a trace bakes in the defaults it used: the jitted function's
-    ``__defaults__`` and ``__kwdefaults__`` are checked by contents (replaced, or a mutable
-    default mutated, misses the entry). Functions it calls are checked where they were read from
-    the user's state (:mod:`metatrace.interpret.callee_checks`)."""
+    """The jitted function's defaults (:func:`metatrace.interpret.callee_checks.check_defaults`);
+    functions it calls are checked where they were read from the user's state."""
     import types
 
-    from metatrace.guards.value_checks import add_value_check
+    from metatrace.interpret.callee_checks import check_defaults as check_defaults_of
 
-    if not isinstance(fn, types.FunctionType):
-        return
-    for attr in ("__defaults__", "__kwdefaults__"):
-        value = getattr(fn, attr)
-        if value:
-            history = provenance.attribute_record(provenance.root_record(provenance.Root.FUNCTION), attr)
-            add_value_check(ctx, history, value, "defaults are bound as constants", source=f"{fn.__name__}.{attr}")
+    if isinstance(fn, types.FunctionType):
+        check_defaults_of(ctx, fn, provenance.root_record(provenance.Root.FUNCTION), fn.__name__)
 
 
 def _propagate_constraints(original):

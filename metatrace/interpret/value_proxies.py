@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy
 import thunder.clang as clang
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
@@ -36,6 +37,10 @@ NOT_HANDLED = object()
 # (a proxy is never ``True``: ``b is True`` was False in the trace, and the trace reads at most
 # two values).
 _STATIC = (str, complex, bool)
+# thunder proxies every instance of these; only the exact types (and numpy's float64, which
+# thunder's operations take only as a proxy) mean what a proxy of them does
+_SUBCLASSED = (int, float, complex, str)
+_EXACT = frozenset({int, float, complex, str, bool})
 
 
 def _slice_part(slice_provenance: ProvenanceRecord, attr: str, v: Any) -> Any:
@@ -69,6 +74,13 @@ def proxify_static(ctx, value: WrappedValue) -> Any:
     uvalue = value.value
     if value.original_value is not value.nothing or not using_symbolic_values():
         return NOT_HANDLED
+    if type(uvalue) not in _EXACT and isinstance(uvalue, _SUBCLASSED) and type(uvalue) is not numpy.float64:
+        # An IntEnum or StrEnum member, a user's int subclass: thunder's proxy of it is typed as
+        # its base (``type(a)`` was int, ``isinstance(a, Mode)`` False, ``a.name`` failed). It
+        # stays the object it is; the prologue checks it by identity (metatrace.guards.classify),
+        # which reads no value marked as one thunder proxied (the flags its wrap callback set).
+        value.provenance.ext_flag &= ~(jit_ext.EXT_FLAG_IS_PROXY_DERIVED | jit_ext.EXT_FLAG_IS_CONSTRAINABLE_INPUT)
+        return uvalue
     if type(uvalue) in _STATIC:
         # thunder's constant-values path: the trace keeps the value, the prologue checks it.
         value.provenance.ext_flag |= jit_ext.EXT_FLAG_IS_PROXY_DERIVED

@@ -16,10 +16,12 @@ proxy's type.
 from __future__ import annotations
 
 import os
+import types
 
 import thunder.core.jit_ext as jit_ext
-from thunder.core.interpreter import interpreter_needs_wrap, wrap, wrap_const
-from thunder.core.proxies import NumberProxy
+from thunder.core.interpreter import interpreter_needs_wrap, wrap, wrap_attribute, wrap_const
+import torch
+from thunder.core.proxies import NumberProxy, Proxy
 
 from metatrace.state import compile_context
 from metatrace import patching
@@ -28,26 +30,43 @@ from metatrace.metas import concretizations
 from metatrace.patching import Patch
 
 
-def _concrete(x, why: str):
-    """``x`` with every number proxy in it replaced by its value, each guarded by equality."""
+_WALKED = (list, tuple, set, frozenset, dict, types.SimpleNamespace)
+
+
+def _concrete(x, why: str, seen: set | None = None):
+    """``x`` with every number proxy in it replaced by its value, each guarded by equality: in
+    exact lists, tuples, sets, a dict's keys and values and a SimpleNamespace's attributes, at any
+    depth (``str(d)`` renders every element in C: ``{i0=2: 4}`` where eager prints ``{2: 4}``)."""
     if isinstance(x, NumberProxy):
         concretizations.bake_in(x, x.value, why)
         return x.value
-    if type(x) in (list, tuple):
-        return type(x)(_concrete(e, why) for e in x)
-    if type(x) is dict:
-        return {k: _concrete(v, why) for k, v in x.items()}
-    return x
+    t = type(x)
+    if t not in _WALKED:
+        return x
+    seen = set() if seen is None else seen
+    if id(x) in seen:  # (a container holding itself: rendered as ``[...]`` from the original)
+        return x
+    seen.add(id(x))
+    if t is dict:
+        return {_concrete(k, why, seen): _concrete(v, why, seen) for k, v in x.items()}
+    if t is types.SimpleNamespace:
+        return types.SimpleNamespace(**{k: _concrete(v, why, seen) for k, v in vars(x).items()})
+    return t(_concrete(e, why, seen) for e in x)
 
 
-def _has_number_proxy(x) -> bool:
+def _has_number_proxy(x, seen: set | None = None) -> bool:
     if isinstance(x, NumberProxy):
         return True
-    if type(x) in (list, tuple):
-        return any(_has_number_proxy(e) for e in x)
-    if type(x) is dict:
-        return any(_has_number_proxy(e) for e in x.values())
-    return False
+    t = type(x)
+    if t not in _WALKED:
+        return False
+    seen = set() if seen is None else seen
+    if id(x) in seen:
+        return False
+    seen.add(id(x))
+    if t is dict:
+        return any(_has_number_proxy(k, seen) or _has_number_proxy(v, seen) for k, v in x.items())
+    return any(_has_number_proxy(e, seen) for e in (vars(x).values() if t is types.SimpleNamespace else x))
 
 
 def _as_value_lookaside(fn, why: str, fallback):
@@ -82,7 +101,7 @@ def calling_file() -> str | None:
         return None
 
 
-def _called_from_thunder() -> bool:
+def called_from_thunder() -> bool:
     """The interpreted frame calling is thunder's (its interpreter's own Python implementations
     of builtins ask ``type(x)`` of a proxy for its dunder methods) or metatrace's."""
     filename = calling_file()
@@ -101,14 +120,38 @@ def _type_lookaside(default):
     """``default``: the interpreter's own lookaside for ``type``."""
 
     def type_lookaside(*args, **kwargs):
-        if len(args) == 1 and not kwargs and isinstance(args[0].value, NumberProxy) and not _called_from_thunder():
-            python_type = getattr(args[0].value, "python_type", None)
+        if len(args) != 1 or kwargs or called_from_thunder():
+            return default(*args, **kwargs)
+        (obj,) = args
+        u = obj.value
+        if isinstance(u, NumberProxy):
+            python_type = getattr(u, "python_type", None)
             if python_type in (bool, int, float, complex):
-                pr = provenance.opaque_record([wrap_const(type).provenance, args[0].provenance])
+                pr = provenance.opaque_record([wrap_const(type).provenance, obj.provenance])
                 return wrap(python_type, provenance=pr)
+        elif _read_as_class_attribute(obj):
+            # ``type(self).calls``: the class read as ``self.__class__``, as the prologue can read it
+            # again, so what the trace reads through it is checked like ``self.__class__.calls``
+            # (one wrapper per object, as ``self.__class__`` has: a store into the class and a read
+            # after it in the same call meet on it, as thunder's attribute wrappers do)
+            return wrap_attribute(type(u), obj, wrap_const("__class__"))
         return default(*args, **kwargs)
 
     return type_lookaside
+
+
+def _read_as_class_attribute(obj) -> bool:
+    """``obj`` is a pre-existing object of a user's class (not a proxy, a tensor or a module of
+    code) whose ``__class__`` is its type."""
+    u, pr = obj.value, obj.provenance
+    if isinstance(u, (Proxy, torch.Tensor, types.ModuleType, type)) or pr is None:
+        return False
+    if not (provenance.is_jitted_function(pr) or provenance.rooted_in_prologue(pr)):
+        return False
+    try:
+        return object.__getattribute__(u, "__class__") is type(u)
+    except Exception:
+        return False
 
 
 _AS_VALUE = {str: "str()", repr: "repr()", ascii: "ascii()", format: "format()", hash: "hash()", set: "set()",

@@ -154,6 +154,14 @@ def _unmutated(pr):
     return pr
 
 
+def _mutable_default(obj):
+    """(obj, record) if ``obj`` is a mutable default of a function the trace called."""
+    try:
+        return session(jit_ext.get_jit_ctx()).mutable_defaults.get(id(obj))
+    except LookupError:
+        return None
+
+
 _PRE_EXISTING_ROOTS = (provenance.Root.ARGS, provenance.Root.KWARGS, provenance.Root.FUNCTION)
 
 
@@ -161,6 +169,8 @@ def source(log: MutationLog, wrapped: WrappedValue):
     """The record the prologue reads ``wrapped``'s object by, if the object existed before the call, else None."""
     obj = wrapped.value
     known = log.sources.get(id(obj))
+    if known is None and (known := _mutable_default(obj)) is not None and known[0] is obj:
+        log.sources[id(obj)] = known
     if known is not None and known[0] is obj:
         return known[1]
     if isinstance(obj, Proxy):
@@ -180,6 +190,24 @@ _CONSUMING = frozenset({list.extend, list.__iadd__, dict.update, collections.Ord
 _REPLAYABLE_ITERABLES = (list, tuple, dict, set, frozenset, str, bytes, range)
 
 
+def run_recorded(log: MutationLog, fn, target: WrappedValue, args: tuple, kwargs: dict, run, attributes: bool):
+    """Runs ``run()`` (how thunder makes the mutation ``fn(target, *args, **kwargs)`` on a
+    pre-existing ``target``) with the target snapshotted first and the mutation logged for the
+    replay if it is the outermost one and did not raise."""
+    obj = target.value
+    if id(obj) not in log.snapshots:
+        log.snapshots[id(obj)] = (obj, restorer(obj, attributes=attributes, where=interpreted_line()))
+    outermost = log.depth == 0
+    log.depth += 1
+    try:
+        result = run()
+    finally:
+        log.depth -= 1
+    if outermost and result is not INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+        log.mutations.append(Mutation(fn, obj, args, kwargs, interpreted_line()))
+    return result
+
+
 def _recording(fn, inner, attributes: bool):
     def lookaside(target, *args, **kwargs):
         log = current_log()
@@ -190,18 +218,7 @@ def _recording(fn, inner, attributes: bool):
             if items is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
                 return items
             args = (items, *args[1:])
-        obj = target.value
-        if id(obj) not in log.snapshots:
-            log.snapshots[id(obj)] = (obj, restorer(obj, attributes=attributes, where=interpreted_line()))
-        outermost = log.depth == 0
-        log.depth += 1
-        try:
-            result = inner(target, *args, **kwargs)
-        finally:
-            log.depth -= 1
-        if outermost and result is not INTERPRETER_SIGNALS.EXCEPTION_RAISED:
-            log.mutations.append(Mutation(fn, obj, args, kwargs, interpreted_line()))
-        return result
+        return run_recorded(log, fn, target, args, kwargs, lambda: inner(target, *args, **kwargs), attributes)
 
     return lookaside
 

@@ -21,6 +21,7 @@ import functools
 from dataclasses import dataclass
 
 import thunder.core.jit_ext as jit_ext
+from thunder.core.interpreter import PseudoInst
 from thunder.core.prims import OpTags
 from thunder.core.proxies import Proxy
 from thunder.core.trace import tracectx
@@ -152,9 +153,59 @@ def _jit_ctx(original):
     return jit_ctx
 
 
+def _depth(record) -> int:
+    depth = 0
+    while record is not None and record.inputs:
+        record, depth = record.inputs[0], depth + 1
+    return depth
+
+
+_ROOTS = (PseudoInst.INPUT_FN, PseudoInst.INPUT_ARGS, PseudoInst.INPUT_KWARGS)
+
+
+def _share_roots(inputs) -> None:
+    """One record per root (the jitted function, the arguments) across the histories of the
+    prologue's inputs and checked values:
+    metatrace reads a function's defaults from a record of its own (``fn.__defaults__[0]``, the
+    interpreter binds defaults as constants), and thunder unpacks each root record anew, under
+    the same name (``fn``: 'name already used')."""
+    canonical: dict = {}
+    seen: set = set()
+    pending = [getattr(v, "history", None) for v in inputs]
+    while pending:
+        record = pending.pop()
+        if record is None or id(record) in seen:
+            continue
+        seen.add(id(record))
+        for i, base in enumerate(record.inputs):
+            if base.inst in _ROOTS and not base.inputs:
+                record.inputs[i] = canonical.setdefault(base.inst, base)
+            else:
+                pending.append(base)
+
+
+def _unpack_inputs(original):
+    @functools.wraps(original)
+    def unpack_inputs(ctx, prologue_trace, pro_to_comp_inps, pro_to_epi_inps, args, kwargs):
+        _share_roots([*(v.proxy for v in (*pro_to_comp_inps, *pro_to_epi_inps)),
+                      *(a for _, *constrained in ctx._constraints for a in constrained if isinstance(a, Proxy))])
+        # An object the replay mutates and a container read from it (``cfg`` and ``cfg.hist``)
+        # are both epilogue inputs. thunder unpacks each in the order given, and unpacking
+        # ``cfg.hist`` first reached ``cfg``'s record, which still held the proxy tracing gave it
+        # and no place in the ordering: KeyError. Records nearer the arguments first (stable; the
+        # result is sorted by thunder's ordering all the same).
+        pro_to_epi_inps = sorted(pro_to_epi_inps, key=lambda v: _depth(getattr(v.proxy, "history", None)))
+        return original(ctx, prologue_trace, pro_to_comp_inps, pro_to_epi_inps, args, kwargs)
+
+    return unpack_inputs
+
+
 def patches() -> list[Patch]:
     why = "the epilogue replays stores into objects that existed before the call"
     return [
+        attribute(jit_ext, "unpack_inputs", _unpack_inputs,
+                  "the epilogue's inputs are unpacked outer objects first (a replayed object and a container in it)",
+                  wrap=True),
         *epilogue_operator_rows(NAME, "replay", _meta, _replay, why, tags=[OpTags.DONT_DCE]),
         attribute(jit_ext, "process_recorded_modifications", _process, why, wrap=True),
         attribute(jit_ext, "jit_ctx", _jit_ctx, "objects the trace mutated are restored when tracing ends", wrap=True),

@@ -9,11 +9,13 @@ where it is first mutated (:class:`metatrace.MetatraceError`), not silently left
 from __future__ import annotations
 
 import collections
+import types
 from typing import Any, Callable
 
 from metatrace.errors import MetatraceError
 
 _ABSENT = object()
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: a builtin or C type (its attributes cannot be set)
 
 
 def _list(obj: list) -> Callable[[Any], None]:
@@ -55,6 +57,39 @@ def _set(obj: set) -> Callable[[Any], None]:
 def _bytearray(obj: bytearray) -> Callable[[Any], None]:
     saved = bytes(obj)
     return lambda o: bytearray.__setitem__(o, slice(None), saved)
+
+
+def _cell(obj) -> Callable[[Any], None]:
+    try:
+        saved = obj.cell_contents
+    except ValueError:  # an empty cell (a nonlocal not yet bound)
+        saved = _ABSENT
+
+    def restore(o):
+        if saved is _ABSENT:
+            try:
+                del o.cell_contents
+            except ValueError:
+                pass
+        else:
+            o.cell_contents = saved
+
+    return restore
+
+
+def _class(cls: type) -> Callable[[Any], None]:
+    """A class's own attributes (``Registry.items``, ``type(self).calls += 1``), through
+    ``type.__setattr__``/``type.__delattr__`` (its ``__dict__`` is a read-only mapping proxy)."""
+    saved = dict(cls.__dict__)
+
+    def restore(c):
+        for name in [n for n in c.__dict__ if n not in saved]:
+            type.__delattr__(c, name)
+        for name, value in saved.items():
+            if c.__dict__.get(name, _ABSENT) is not value:
+                type.__setattr__(c, name, value)
+
+    return restore
 
 
 def _slots(cls: type) -> list[str]:
@@ -107,6 +142,10 @@ _BY_BASE = ((collections.OrderedDict, _ordered_dict), (dict, _dict), (list, _lis
 def restorer(obj: Any, *, attributes: bool, where: str) -> Callable[[Any], None]:
     """A function that puts ``obj`` back as it is now. ``attributes``: the mutation stores an
     attribute (``setattr``), so the object's attributes are what is saved, whatever its type."""
+    if type(obj) is types.CellType:  # its one attribute, stored or deleted (``nonlocal n; del n``)
+        return _cell(obj)
+    if isinstance(obj, type) and attributes and not (obj.__flags__ & _IMMUTABLE_TYPE):
+        return _class(obj)
     if not attributes:
         for base, take in _BY_BASE:
             if isinstance(obj, base):

@@ -38,6 +38,10 @@ class CompileSession:
     mutations: Any = None
     # which containers the trace read, and the contents checks to relax (metatrace.guards.content_reads)
     content_reads: Any = None
+    # id -> (object, record): mutable defaults of the functions the trace calls, which thunder binds
+    # as constants, and how the prologue reads them (``fn.__defaults__[0]``): pre-existing objects
+    # for metatrace.mutations (metatrace.interpret.callee_checks.note_mutable_defaults)
+    mutable_defaults: dict = field(default_factory=dict)
 
 
 _SESSIONS = WeakTable(CompileSession)  # JitCtx -> CompileSession

@@ -37,6 +37,26 @@ class Mode(enum.Enum):
     B = 3
 
 
+class Level(enum.IntEnum):  # thunder proxied these as plain ints: type(a) was int, a.name failed
+    LOW = 2
+    HIGH = 3
+
+
+class Tag(enum.StrEnum):
+    A = "ab"
+    B = "ba"
+
+
+class Count(int):
+    pass
+
+
+def _by_subclass(x, a):
+    """What only the subclass tells: its type, its members' names, ``isinstance`` of it."""
+    label = type(a).__name__ + getattr(a, "name", "")
+    return x * (int(a) if isinstance(a, int) else len(a)) * len(label) * (2 if isinstance(a, (Level, Tag)) else 1)
+
+
 @dataclasses.dataclass
 class Config:
     mode: Any
@@ -150,6 +170,11 @@ CASES: dict[str, Case] = {
                                 lambda l: _set_mode(Mode.B)(l[0])),
     # identity
     "enum": Case(_by_mode, lambda: Mode.A, lambda: Mode.B),
+    "int enum": Case(_by_subclass, lambda: Level.LOW, lambda: Level.HIGH),
+    "str enum": Case(_by_subclass, lambda: Tag.A, lambda: Tag.B),
+    "int subclass": Case(_by_subclass, lambda: COUNT, lambda: Count(3), lambda: Count(2), reuse_fresh=False),
+    "namespace int enum": Case(lambda x, o: _by_subclass(x, o.mode), _ns(Level.LOW), _ns(Level.HIGH), _ns(Level.LOW),
+                               _set_mode(Level.HIGH)),
     "builtin": Case(lambda x, act: act(x), lambda: torch.relu, lambda: torch.tanh),
     "function": Case(lambda x, f: f(x), lambda: _double, lambda: torch.neg, lambda: _copy_of(_double),
                      reuse_fresh=False),
@@ -182,6 +207,7 @@ CASES: dict[str, Case] = {
                            lambda o: setattr(o, "k", 5), reuse_fresh=False),
 }
 SCALER = Scaler(3)
+COUNT = Count(2)
 SLOTTED = Slotted(3)
 
 

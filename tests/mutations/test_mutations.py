@@ -318,7 +318,7 @@ class Created:
     pass
 
 
-class Slotted:
+class SlottedChild:
     __slots__ = ("n",)
 
 
@@ -344,10 +344,10 @@ def test_storing_an_object_created_in_the_call_stores_a_new_one_each_call(enable
 
 def test_storing_an_object_that_cannot_be_rebuilt_raises_naming_it(enabled):
     def fn(x, cfg):
-        cfg.child = Slotted()
+        cfg.child = SlottedChild()
         return x * 2
 
-    with pytest.raises(metatrace.MetatraceError, match=r"Slotted .*test_mutations\.py:\d+"):
+    with pytest.raises(metatrace.MetatraceError, match=r"SlottedChild .*test_mutations\.py:\d+"):
         thunder.jit(fn, cache="symbolic values")(torch.ones(2), types.SimpleNamespace())
 
 
@@ -360,3 +360,22 @@ def test_a_failed_trace_leaves_no_proxy_behind(enabled):
     with pytest.raises(Exception):
         thunder.jit(fn, cache="symbolic values")(torch.ones(2), acc)
     assert acc == []
+
+
+@pytest.mark.parametrize("kind", ["namespace", "plain", "dataclass", "slotted"])
+@pytest.mark.parametrize("store", ["setattr", "object.__setattr__"])
+def test_a_store_after_appending_to_an_attribute_matches_eager(enabled, kind, store):
+    """Two replayed targets where one is read from the other (``cfg.items`` and ``cfg``): thunder
+    unpacked the inner one first and failed on the outer's stale proxy (found by the fuzzer)."""
+    set_last = setattr if store == "setattr" else object.__setattr__
+
+    def fn(x, cfg):
+        cfg.items.append(x.shape[0])
+        set_last(cfg, "last", x.shape[1])
+        return x * cfg.count
+
+    jf = thunder.jit(fn, cache="symbolic values")
+    for (rows, cols), want_state, got_state in zip(X_SHAPES, _states(kind), _states(kind)):
+        x = torch.ones(rows, cols)
+        torch.testing.assert_close(jf(x, got_state), fn(x, want_state))
+        assert _same(got_state, want_state), f"state {_attributes(got_state)}, eager {_attributes(want_state)}"

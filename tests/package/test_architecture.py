@@ -492,6 +492,21 @@ def test_no_test_folder_shadows_an_importable_package():
     assert shadowing == []
 
 
+def test_no_module_defines_a_top_level_name_twice():
+    """A second ``class Slotted`` further down a test module silently replaced the first for
+    every test that looked it up at call time (its matrix cells tested an empty object)."""
+    import collections
+
+    tests = Path(__file__).resolve().parents[1]
+    twice = []
+    for path in sorted([*PACKAGE.rglob("*.py"), *tests.rglob("*.py")]):
+        tree = ast.parse(path.read_text())
+        names = collections.Counter(n.name for n in tree.body
+                                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+        twice += [f"{path.name}: {name}" for name, count in names.items() if count > 1 and name != "_"]
+    assert twice == []
+
+
 # Reading the stack (a frame, its code, its locals) to decide something: a refactor of thunder's or
 # metatrace's files would change the answer. Size-oblivious decisions say where they are made
 # (issue 39): the rewritten metas enter their site in the generated code, thunder's functions

@@ -175,6 +175,23 @@ FAMILY_REGRESSIONS = {
         FamilyProgram("mutations", [], ["list(acc)", "x * 1"]),
         _family_calls({"a": ("device", 0, False)}, {"a": ("str", 1, False)}),
     ),
+    # an IntEnum argument was proxied as a plain int: ``type(a)`` was int (found by tools/fuzz.py)
+    "an IntEnum member's type": (
+        FamilyProgram("argument kinds", [], ["(math.isfinite(a) if type(a) in (int, float) else None)"]),
+        _family_calls({"a": ("enum", 3, False)}, {"a": ("enum", 2, False)}),
+    ),
+    # ``cfg.hist`` and ``cfg`` both replayed: thunder unpacked ``cfg.hist`` first and failed on
+    # ``cfg``'s record (found by tools/fuzz.py)
+    "a store after appending to an attribute": (
+        FamilyProgram("mutations", ["cfg.hist.append(x.shape[0])", "object.__setattr__(cfg, 'z', n)"],
+                      ["cfg.count"]),
+        _family_calls({"cfg_kind": "dataclass"}, {"fresh_state": False, "size": 4}),
+    ),
+    # a closure variable rebound (``nonlocal``): thunder stored its proxy in the cell
+    "closure variables rebound": (
+        FamilyProgram("mutations", ["BUMP(x.shape[0])", "REMEMBER(x.detach() * 2)"], ["x * CELLS()[0]", "CELLS()[1]"]),
+        _family_calls({}, {"fresh_state": False}, {"size": 5}),
+    ),
     "an Enum member's truth": (
         FamilyProgram("argument kinds", [], ["(x * 2 if a else x)"]),
         _family_calls({"a": ("enum", 0, False)}, {"a": ("enum", 3, False)}, {"a": ("class", 3, False)}),
