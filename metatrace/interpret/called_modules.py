@@ -13,7 +13,8 @@ copies the model's parameters, buffers and submodules into its own dicts (``_ove
 ``_module_cache``: transforms such as fsdp replace them there), and the prologue reads them
 from those dicts. A tensor or submodule rebound on the model after the jit
 (``block.scale = torch.full(...)``, ``layer.weight = nn.Parameter(...)``, ``model.blocks[1] =
-Block()``) was never seen: every later call used the old one. Where the wrapper's entry is still
+Block()``, ``model.act = nn.Tanh()`` where no tensor changes) was never seen: every later call
+used the old one. Where the wrapper's entry is still
 the tensor or submodule the trace read, the check makes the wrapper follow the model and misses,
 so the next entry reads the new one. An entry a transform replaced is the transform's, and is
 left alone.
@@ -21,7 +22,8 @@ left alone.
 The prologue checks all of it in one call per entry: the ``__dict__`` of each root the modules
 were read from (the jitted module, a global or closure module), each module reached from its
 root by ``_modules`` keys as the interpreter read it. Per module: the handle ids of its hook
-dicts (every registration gets a new id), the identity of each tensor the wrapper holds for it;
+dicts (every registration gets a new id), its class, the identity of each tensor the wrapper
+holds for it;
 then PyTorch's global hook dicts. Modules created inside the function, or passed as arguments,
 are not checked (a new module has no state the trace missed; an argument's structure is
 :mod:`metatrace.guards.structure`'s).
@@ -75,11 +77,11 @@ class _CalledModule:
     ``base``: the index of the nearest module checked before it on its path from the same root
     (-1: none), ``rest``: the ``_modules`` keys from there, so that a check walks each level once."""
 
-    __slots__ = ("root", "path", "hook_keys", "module", "tensors", "base", "rest")
+    __slots__ = ("root", "path", "hook_keys", "module", "cls", "tensors", "base", "rest")
 
     def __init__(self, root: int, path: tuple[str, ...], module: torch.nn.Module, wrapper, base: int, rest):
         self.root, self.path, self.hook_keys = root, path, _hook_keys(module.__dict__)
-        self.module = weakref.ref(module)
+        self.module, self.cls = weakref.ref(module), type(module)
         self.tensors = [] if wrapper is None else list(_wrapped_tensors(module, path, wrapper))
         self.base, self.rest = base, rest
 
@@ -133,26 +135,31 @@ class ExpectedModuleState:
             for m in self.modules:
                 d = roots[m.root] if m.base < 0 else walked[m.base]
                 for name in m.rest:
-                    d = d["_modules"][name].__dict__
+                    sub = d["_modules"][name]
+                    d = sub.__dict__
+                # a submodule replaced by one of another class (``model.act = nn.Tanh()``): the
+                # trace ran the old one's forward (stock thunder too)
+                rebound = rebound or bool(m.rest) and type(sub) is not m.cls
                 walked.append(d)
                 same = same and _hook_keys(d) == m.hook_keys
                 for kind, name, _, ref in m.tensors:
                     rebound = rebound or d[kind].get(name) is not ref()
         except (KeyError, AttributeError, TypeError):  # a submodule removed, not a module
             same = False
-        if rebound:  # (also when hooks changed too: the next compile must read the new tensors)
+        if rebound:  # (also when hooks changed too: the next compile must read the new tensors and modules)
             self._follow_the_model(roots)
         return same and not rebound
 
     def _follow_the_model(self, roots) -> None:
-        """The wrapper's entries that are still what the trace read become what the model holds now."""
+        """The wrapper's entries (submodules, tensors) that are still what the trace read become
+        what the model holds now."""
         wrapper = self.wrapper() if self.wrapper is not None else None
         if wrapper is None:
             return
         held = {"_parameters": wrapper._overrides_parameters, "_buffers": wrapper._overrides_buffers}
         for m in self.modules:
             module, d = _module_at(roots[m.root], m.path)
-            if d is None or not m.tensors:
+            if d is None:
                 continue
             path = ".".join(m.path)
             if module is not None and wrapper._module_cache.get(path) is m.module():

@@ -210,3 +210,24 @@ def test_the_hooks_of_every_module_are_one_guard(enabled):
 
 def test_the_hooks_guard_names_submodules_as_the_code_reads_them(enabled):
     assert "self.blocks.0.linear" in _module_state_guards()[0]
+
+
+class Activated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(4, 4)
+        self.act = torch.nn.ReLU()
+        self.inner = torch.nn.Sequential(torch.nn.Identity(), torch.nn.ReLU())
+
+    def forward(self, x):
+        return self.inner(self.act(self.linear(x)) - 0.5)
+
+
+def test_a_submodule_replaced_by_another_class_without_tensors_misses_the_entry(enabled):
+    """``model.act = nn.Tanh()``: no tensor was rebound, and stock thunder kept running ReLU."""
+    assert _calls_after(lambda m: setattr(m, "act", torch.nn.Tanh()), Activated()) == ([True, True], 2)
+
+
+def test_a_nested_submodule_replaced_by_another_class_misses_the_entry(enabled):
+    assert _calls_after(lambda m: m.inner.__setitem__(1, torch.nn.Tanh()), Activated()) == ([True, True], 2)
