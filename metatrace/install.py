@@ -33,7 +33,7 @@ from metatrace.passes import distributed, fusion_regions, grad_transform, size_p
 from metatrace.metas import oblivious_sites, python_executor, raising_symbols
 from metatrace.metas.torch_ops import (
     custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, torch_decompositions, torch_executor_fixes,
-    torch_metas,
+    torch_metas, type_promotion,
 )
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
@@ -171,7 +171,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         torch_metas.patches,
         torch_decompositions.patches,
         data_dependent_ops.patches,
-        torch_executor_fixes.patches,
+        torch_executor_fixes.patches, type_promotion.patches,
         data_dependent.patches,
         custom_ops.patches,
         histc.patches,
