@@ -32,7 +32,7 @@ from metatrace.mutations import record as mutation_records, replay as mutation_r
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs
 from metatrace.metas import oblivious_sites, python_executor, raising_symbols
 from metatrace.metas.torch_ops import (
-    custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, torch_decompositions, torch_executor_fixes,
+    auto_registered, custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, torch_decompositions, torch_executor_fixes,
     torch_metas,
 )
 from metatrace.codegen.generate import prim_symbols
@@ -133,6 +133,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
     return (
         lambda: _prim_meta_patches(loaded, force_fallback),
         lambda: _executor_meta_patches({id(row.target) for row in applied}),
+        auto_registered.patches,  # (first: later rows wrap these metas)
         # interpreting the user's function
         jit_hooks.patches,
         interpreter_costs.patches,
