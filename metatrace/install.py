@@ -25,8 +25,8 @@ from metatrace.grad import requires_grad, rules, saved_values
 from metatrace.guards import module_paths, prologue_op
 from metatrace.interpret import (
     argument_reads, c_mutations, call_hooks, callee_checks, container_builtins, custom_getattribute, dict_literals,
-    dropped_stores, fast_paths, gc_pacing_phases, interpreter_costs, jit_hooks, library_state, lookasides, module_methods,
-    module_state, opaque_calls, state_reads, tensor_metadata, values_as_text,
+    dropped_stores, fast_paths, gc_pacing_phases, generator_throw, interpreter_costs, jit_hooks, library_state, lookasides,
+    module_methods, module_state, opaque_calls, state_reads, tensor_metadata, values_as_text,
 )
 from metatrace.mutations import record as mutation_records, replay as mutation_replay, returned_objects
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs
@@ -145,7 +145,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         mutation_records.patches,
         mutation_replay.patches,
         returned_objects.patches,
-        lookasides.patches,
+        lookasides.patches, generator_throw.patches,
         custom_getattribute.patches,
         library_state.patches,
         container_builtins.patches,
