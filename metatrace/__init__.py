@@ -16,6 +16,7 @@ from metatrace.guards.structure import ChangedWhileTracing, StructureMismatch
 from metatrace.install import disable, enable, is_enabled
 from metatrace.interpret.c_mutations import CMutationError
 from metatrace.interpret.dropped_stores import DroppedStoreError
+from metatrace.interpret.tensor_in_c_code import TracedTensorInCCodeError
 from metatrace.interpret.unrepeatable_calls import ClockCallError, RandomCallError
 from metatrace.metas.torch_ops.custom_ops import CustomOpError
 
@@ -24,5 +25,5 @@ __all__ = [
     # errors (all subclasses of MetatraceError)
     "MetatraceError", "DataDependentError", "RandomCallError", "ClockCallError", "DroppedStoreError", "GuardFailure",
     "ChangedWhileTracing", "StructureMismatch", "TraceCheckError", "CacheDirectoryError", "CorruptCacheError",
-    "CustomOpError", "CMutationError",
+    "CustomOpError", "CMutationError", "TracedTensorInCCodeError",
 ]

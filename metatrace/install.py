@@ -25,15 +25,15 @@ from metatrace.grad import requires_grad, rules, saved_values
 from metatrace.guards import module_paths, prologue_op
 from metatrace.interpret import (
     argument_reads, attribute_presence, c_mutations, call_hooks, callee_checks, container_builtins, custom_getattribute,
-    dict_literals, dropped_stores, fast_paths, gc_pacing_phases, interpreter_costs, jit_hooks, library_state, lookasides, module_methods,
-    module_state, opaque_calls, state_reads, tensor_metadata, values_as_text,
+    dict_literals, dropped_stores, fast_paths, gc_pacing_phases, generator_throw, interpreter_costs, jit_hooks,
+    library_state, lookasides, module_methods, module_state, opaque_calls, state_reads, tensor_metadata, values_as_text,
 )
 from metatrace.mutations import cells as cell_stores, record as mutation_records, replay as mutation_replay, returned_objects
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs
 from metatrace.metas import oblivious_sites, python_executor, raising_symbols
 from metatrace.metas.torch_ops import (
-    custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, torch_decompositions, torch_executor_fixes,
-    torch_metas, type_promotion,
+    auto_registered, custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, torch_decompositions,
+    torch_executor_fixes, torch_metas, type_promotion,
 )
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
@@ -133,6 +133,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
     return (
         lambda: _prim_meta_patches(loaded, force_fallback),
         lambda: _executor_meta_patches({id(row.target) for row in applied}),
+        auto_registered.patches,  # (first: later rows wrap these metas)
         # interpreting the user's function
         jit_hooks.patches,
         interpreter_costs.patches,
@@ -142,7 +143,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         dropped_stores.patches,
         # stores into pre-existing objects: recorded, undone after tracing, replayed by the epilogue
         mutation_records.patches, cell_stores.patches, mutation_replay.patches, returned_objects.patches,
-        lookasides.patches,
+        lookasides.patches, generator_throw.patches,
         custom_getattribute.patches,
         library_state.patches,
         container_builtins.patches,

@@ -15,6 +15,9 @@ dispatch outside a compile that collects guards. Under one, before thunder dispa
    (``metatrace.guards.content_reads``): such containers are checked by type, not contents;
 5. an opaque (C) call given a list, dict or set must leave it as it was (``c_mutations``).
 
+Between steps 1 and 2, torch's C code given a traced tensor raises a clear error
+(``tensor_in_c_code``: thunder would hand it a proxy with no data).
+
 Steps 2-4 see the call as step 1 leaves it (as when each was its own wrapper, step 1 outermost).
 
 ``f(*args)`` (``CALL_FUNCTION_EX``) reads the argument list's length in thunder's handler, before
@@ -29,7 +32,7 @@ import thunder.core.interpreter as interpreter
 from thunder.core.interpreter import do_raise, unwrap
 
 from metatrace.guards.collect import interpreted_line
-from metatrace.interpret import c_mutations, callee_checks, opaque_calls, unrepeatable_calls
+from metatrace.interpret import c_mutations, callee_checks, opaque_calls, tensor_in_c_code, unrepeatable_calls
 from metatrace.patching import Patch, attribute, item
 from metatrace.state import compile_context
 
@@ -43,9 +46,12 @@ def _dispatching(original):
         if type(call) is opaque_calls.Result:
             return call.value
         fn, args, kwargs = call
+        ufn = unwrap(fn)
+        c_error = tensor_in_c_code.error(ufn, args, kwargs)
+        if c_error is not None and compilectx.lookaside(ufn, *args, **kwargs) is None:
+            return do_raise(c_error)
         unrepeatable_calls.before_call(fn, args)
         callee_checks.before_call(fn, args)
-        ufn = unwrap(fn)
         reads = compile_context.CONTENT_READS.get()
         if reads is not None:
             reads.note_call(ufn, args, kwargs)

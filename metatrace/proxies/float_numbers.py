@@ -49,6 +49,7 @@ from metatrace.state import compile_context
 from metatrace.metas import concretizations
 from metatrace.metas.concretizations import Reason, ReasonKind
 from metatrace.metas.relations import Relation
+from metatrace.metas.torch_ops.auto_registered import FAKE_ARG_WHY
 from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
 
 
@@ -283,8 +284,6 @@ def _einsum_meta(original_meta):
     return meta
 
 
-_FAKE_ARG_WHY = Reason(ReasonKind.NAMED,
-                       "a number argument of a torch op thunder registered automatically (torch's meta runs on values)")
 
 
 def _guarding_meta(original):
@@ -298,7 +297,7 @@ def _guarding_meta(original):
     def meta(*args, **kwargs):
         for leaf in tree_flatten((args, kwargs))[0]:
             if isinstance(leaf, NumberProxy) and leaf.value is not None:
-                concretizations.bake_in(leaf, leaf.value, _FAKE_ARG_WHY)
+                concretizations.bake_in(leaf, leaf.value, FAKE_ARG_WHY)
         return original(*args, **kwargs)
 
     return meta

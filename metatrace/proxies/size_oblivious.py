@@ -27,7 +27,10 @@ cache: a Hugging Face model's prefill and decode with batch 1 each compiled an e
 - ``clang.expand``: a dimension of literal length 1 expands to any requested length, so it is not
   compared with the request (thunder's ``requested_length == x or x == 1 or ...`` guarded
   ``position_ids.shape[0] == 1`` for ``inv_freq[None, :, None].expand(B, -1, 1)``). Where the
-  length is a symbol the checks are thunder's.
+  length is a symbol the checks are thunder's. A request of literal ``-1`` keeps the length,
+  whatever it is, so it is not compared either: thunder's ``requested_length == x or x == 1``
+  ran first and guarded ``x != 1`` (MoE routing's ``arange(n).unsqueeze(1).expand(-1, k)`` split
+  one token from many).
 """
 
 from __future__ import annotations
@@ -167,7 +170,8 @@ def _reshape(original):
 
 def expand_impl(a, *shape, broadcast_prim):
     """thunder's ``clang.utils.expand_impl``, where a dimension of literal length 1 takes the
-    requested length unchecked (any length is valid for it)."""
+    requested length unchecked (any length is valid for it) and a request of literal -1 keeps
+    the length unchecked."""
     with size_oblivious("thunder.clang.utils.expand_impl"):  # thunder's site, in its copy
         return _expanded(a, utils.extract_shape_from_varargs(shape), broadcast_prim)
 
@@ -178,6 +182,9 @@ def _expanded(a, shape, broadcast_prim):
     shape_ = list(shape)
     for idx, x in enumerate(a.shape):
         requested_length = shape[idx + offset]
+        if _literal(requested_length, -1):  # keeps the length: valid for every length
+            shape_[idx + offset] = x
+            continue
         if not _literal_one(x):
             utils.check(requested_length == x or x == 1 or requested_length == -1,
                         lambda: f"expand: attempting to expand a dimension of length {x}!")
@@ -190,7 +197,8 @@ def _expand(original):
 
     @functools.wraps(original)
     def expand(a, *shape):
-        if _symbolic() and any(_literal_one(x) for x in a.shape):
+        if _symbolic() and (any(_literal_one(x) for x in a.shape)
+                            or any(_literal(x, -1) for x in utils.extract_shape_from_varargs(shape))):
             return symbolic(a, *shape)
         return original(a, *shape)
 

@@ -60,6 +60,25 @@ def test_expanding_a_literal_one_to_the_batch_size_shares_one_entry(enabled):
     assert _calls_share_one_entry(fn, [(torch.randn(1, 3),), (torch.randn(2, 3),), (torch.randn(5, 3),)]) == 1
 
 
+def test_expanding_with_minus_one_keeps_a_symbolic_size_without_pinning_it(enabled):
+    """``-1`` keeps the length, whatever it is: thunder compared it with the request and with 1
+    first, guarding ``n != 1`` (MoE routing's ``arange(n).unsqueeze(1).expand(-1, k)``), so one
+    token took an entry of its own."""
+
+    def fn(x):
+        return torch.arange(x.shape[0]).unsqueeze(1).expand(-1, 2).reshape(-1) * x.sum()
+
+    assert _calls_share_one_entry(fn, [(torch.randn(1),), (torch.randn(3),), (torch.randn(1),), (torch.randn(6),)]) == 1
+
+
+def test_expanding_with_minus_one_beside_no_literal_one_shares_one_entry(enabled):
+    def fn(x, y):
+        return x.expand(-1, y.shape[1]) + y
+
+    calls = [(torch.randn(n, 1), torch.randn(n, m)) for n, m in ((1, 3), (4, 2), (2, 5))]
+    assert _calls_share_one_entry(fn, calls) == 1
+
+
 def test_expanding_a_symbolic_size_one_is_still_checked(enabled):
     def fn(x, n):
         return x.expand(n, 3) * 1

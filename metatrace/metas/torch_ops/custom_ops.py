@@ -76,7 +76,7 @@ def _differentiable(x) -> bool:
 # --- the forward's meta: the fake implementation with symbolic sizes -------------------------
 
 
-class _FakeRun:
+class FakeRun:
     """One run of a fake implementation: the ShapeEnv and the symbol of every size proxy."""
 
     def __init__(self):
@@ -146,17 +146,42 @@ class _FakeRun:
             lhs = rhs = None
             if op is not None:
                 lhs, rhs = self._operand(expr.lhs), self._operand(expr.rhs)
-            if lhs is None or rhs is None:
-                self._pin(expr, why)
-            else:
+            if lhs is not None and rhs is not None:
                 concretizations.relation(op, lhs, rhs, True)
+            elif not self._lower_bounds(expr):
+                self._pin(expr, why)
+
+    def _lower_bounds(self, expr) -> bool:
+        """A guard ``p >= k`` (``>``, or the sides swapped) whose ``p`` is a polynomial with
+        nonnegative coefficients in sizes (torch's contiguity checks: ``s0*s1 >= 2``) grows with
+        every size, so a lower bound on each size that satisfies it implies it: each size at least
+        its value or 2, whichever is smaller, else at least its value. Reported as those bounds
+        (``s0 >= 2``: a batch of 1 keeps sharing the entry where the guard holds for it); False
+        where the guard is not of that form."""
+        if isinstance(expr, (sympy.Ge, sympy.Gt)):
+            big, small = expr.lhs, expr.rhs
+        elif isinstance(expr, (sympy.Le, sympy.Lt)):
+            big, small = expr.rhs, expr.lhs
+        else:
+            return False
+        symbols = sorted(big.free_symbols, key=str)
+        proxies = [self.proxies.get(symbol) for symbol in symbols]
+        if (not small.is_Integer or not symbols or any(p is None or p.value is None for p in proxies)
+                or not big.is_polynomial(*symbols) or any(c < 0 for c in sympy.Poly(big, *symbols).coeffs())):
+            return False
+        bounds = {symbol: min(p.value, 2) for symbol, p in zip(symbols, proxies)}
+        if not bool(expr.subs(bounds)):
+            bounds = {symbol: p.value for symbol, p in zip(symbols, proxies)}
+        for symbol, proxy in zip(symbols, proxies):
+            concretizations.relation(Relation.GE, proxy, bounds[symbol], True)
+        return True
 
 
 def _forward_meta(qualname: str, *args):
     opdef = _opdef(qualname)
     if opdef is None or opdef._abstract_fn is None:
         raise CustomOpError(f"custom op {qualname} has no fake implementation (torch.library.register_fake)")
-    run = _FakeRun()
+    run = FakeRun()
     why = f"a size of custom op {qualname}'s fake implementation"
     fake_args = tree_map(run.fake, args)
     with run.mode:
