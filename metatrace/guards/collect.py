@@ -85,10 +85,10 @@ def _with_user_line(site: str) -> str:
     return f"{site}, called from {user}"
 
 
-def interpreted_line() -> str:
+def interpreted_line(outside: tuple[str, ...] | None = None) -> str:
     """The line of user code thunder's interpreter is running, or ''. thunder interprets some of
     its own helpers too (``getitem_impl`` for ``t[i]``), metatrace its Python versions of builtins:
-    the innermost frame outside both."""
+    the innermost frame outside both (or outside the directories ``outside``)."""
     from thunder.core.interpreter import get_interpreterruntimectx
 
     try:
@@ -97,7 +97,7 @@ def interpreted_line() -> str:
         return ""
     for frame in reversed(frames):
         path = frame.code.co_filename
-        if path.startswith(_OWN_DIRS):
+        if path.startswith(_OWN_DIRS if outside is None else outside):
             continue
         line = frame.positions.lineno if frame.positions else "?"
         return f"{path}:{line} in {frame.code.co_name}"

@@ -14,10 +14,11 @@ Only torch's own C functions are checked (``torch._C``...): builtins that move o
 
 from __future__ import annotations
 
-from thunder.core.interpreter import get_interpreterruntimectx, is_opaque, unwrap
+from thunder.core.interpreter import is_opaque, unwrap
 from thunder.core.proxies import TensorProxy
 
 from metatrace.errors import MetatraceError
+from metatrace.guards.collect import interpreted_line
 from metatrace.interpret.values_as_text import package_dir
 
 _OUTSIDE = tuple(package_dir(__import__(name)) for name in ("torch", "thunder", "metatrace"))
@@ -42,16 +43,7 @@ def _tensor_proxy(x) -> bool:
 
 def _caller_line() -> str:
     """The innermost line outside torch, thunder and metatrace that thunder's interpreter runs."""
-    try:
-        frames = get_interpreterruntimectx().frame_stack
-    except (LookupError, AttributeError):
-        return "?"
-    for frame in reversed(frames):
-        path = frame.code.co_filename
-        if not path.startswith(_OUTSIDE):
-            line = frame.positions.lineno if frame.positions else "?"
-            return f"{path}:{line} in {frame.code.co_name}"
-    return "?"
+    return interpreted_line(_OUTSIDE) or "?"
 
 
 def error(fn, args: tuple, kwargs: dict) -> TracedTensorInCCodeError | None:
