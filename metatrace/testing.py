@@ -185,3 +185,16 @@ def sentinel():
         thunder.jit = original
         for handle in hooks:
             handle.remove()
+
+
+def compiles_over(fn, calls, cache: str = "symbolic values") -> int:
+    """Calls ``thunder.jit(fn, cache=cache)`` with each argument tuple in ``calls``, asserts each
+    result equals eager ``fn``'s (``torch.testing.assert_close``), and returns the number of
+    compiles (thunder's cache misses) the calls took."""
+    import thunder
+    import torch
+
+    jf = thunder.jit(fn, cache=cache)
+    for args in calls:
+        torch.testing.assert_close(jf(*args), fn(*args))
+    return thunder.cache_misses(jf)

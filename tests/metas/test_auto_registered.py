@@ -10,15 +10,9 @@ import torch
 import thunder
 
 import metatrace
+from metatrace.testing import compiles_over
 
 SYMBOLIC = "symbolic values"
-
-
-def _misses(fn, calls) -> int:
-    jf = thunder.jit(fn, cache=SYMBOLIC)
-    for args in calls:
-        torch.testing.assert_close(jf(*args), fn(*args))
-    return thunder.cache_misses(jf)
 
 
 WIDTHS = [(torch.randn(2, n),) for n in (3, 5, 7)]
@@ -32,7 +26,7 @@ WIDTHS = [(torch.randn(2, n),) for n in (3, 5, 7)]
     lambda x: torch.roll(x, 1, 1) * x.shape[1],
 ], ids=["min", "absolute", "roll"])
 def test_an_automatically_registered_op_shares_one_entry_over_sizes(enabled, fn):
-    assert _misses(fn, WIDTHS) == 1
+    assert compiles_over(fn, WIDTHS) == 1
 
 
 def test_an_output_size_that_is_no_input_size_is_pinned_and_named(enabled):

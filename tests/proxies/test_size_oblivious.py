@@ -9,15 +9,9 @@ import torch
 import thunder
 
 import metatrace
+from metatrace.testing import compiles_over
 
 SYMBOLIC = "symbolic values"
-
-
-def _calls_share_one_entry(fn, calls) -> int:
-    jf = thunder.jit(fn, cache=SYMBOLIC)
-    for args in calls:
-        torch.testing.assert_close(jf(*args), fn(*args))
-    return thunder.cache_misses(jf)
 
 
 def test_a_reshape_to_an_equal_shape_shares_batch_ones_entry(enabled):
@@ -25,7 +19,7 @@ def test_a_reshape_to_an_equal_shape_shares_batch_ones_entry(enabled):
         b, t, d = x.shape
         return x.reshape(b, 1, t, d).sum(1) * 2
 
-    assert _calls_share_one_entry(fn, [(torch.randn(1, 1, 4),), (torch.randn(2, 3, 4),), (torch.randn(1, 5, 4),)]) == 1
+    assert compiles_over(fn, [(torch.randn(1, 1, 4),), (torch.randn(2, 3, 4),), (torch.randn(1, 5, 4),)]) == 1
 
 
 def test_a_split_and_merged_last_dim_shares_one_entry(enabled):
@@ -33,7 +27,7 @@ def test_a_split_and_merged_last_dim_shares_one_entry(enabled):
         b, t, d = x.shape
         return x.view(b, t, 2, d // 2).reshape(b, t, d) + 1
 
-    assert _calls_share_one_entry(fn, [(torch.randn(1, 1, 8),), (torch.randn(3, 2, 8),)]) == 1
+    assert compiles_over(fn, [(torch.randn(1, 1, 8),), (torch.randn(3, 2, 8),)]) == 1
 
 
 def test_unflatten_by_a_number_argument_shares_one_entry_and_checks_divisibility(enabled):
@@ -57,7 +51,7 @@ def test_expanding_a_literal_one_to_the_batch_size_shares_one_entry(enabled):
     def fn(pos):
         return inv[None, :, None].expand(pos.shape[0], -1, 1) * pos[:, None, :1]
 
-    assert _calls_share_one_entry(fn, [(torch.randn(1, 3),), (torch.randn(2, 3),), (torch.randn(5, 3),)]) == 1
+    assert compiles_over(fn, [(torch.randn(1, 3),), (torch.randn(2, 3),), (torch.randn(5, 3),)]) == 1
 
 
 def test_expanding_with_minus_one_keeps_a_symbolic_size_without_pinning_it(enabled):
@@ -68,7 +62,7 @@ def test_expanding_with_minus_one_keeps_a_symbolic_size_without_pinning_it(enabl
     def fn(x):
         return torch.arange(x.shape[0]).unsqueeze(1).expand(-1, 2).reshape(-1) * x.sum()
 
-    assert _calls_share_one_entry(fn, [(torch.randn(1),), (torch.randn(3),), (torch.randn(1),), (torch.randn(6),)]) == 1
+    assert compiles_over(fn, [(torch.randn(1),), (torch.randn(3),), (torch.randn(1),), (torch.randn(6),)]) == 1
 
 
 def test_expanding_with_minus_one_beside_no_literal_one_shares_one_entry(enabled):
@@ -76,7 +70,7 @@ def test_expanding_with_minus_one_beside_no_literal_one_shares_one_entry(enabled
         return x.expand(-1, y.shape[1]) + y
 
     calls = [(torch.randn(n, 1), torch.randn(n, m)) for n, m in ((1, 3), (4, 2), (2, 5))]
-    assert _calls_share_one_entry(fn, calls) == 1
+    assert compiles_over(fn, calls) == 1
 
 
 def test_expanding_a_symbolic_size_one_is_still_checked(enabled):
@@ -125,7 +119,7 @@ def test_two_inputs_of_one_batch_size_share_an_entry_for_batch_one(enabled):
         return (x[:, None, :] + y[:, :, None]).sum(-1)
 
     calls = [(torch.randn(1, 4), torch.randn(1, 3)), (torch.randn(3, 4), torch.randn(3, 5))]
-    assert _calls_share_one_entry(fn, calls) == 1
+    assert compiles_over(fn, calls) == 1
 
 
 def test_a_batch_of_one_against_a_batch_of_n_still_broadcasts(enabled):
@@ -149,7 +143,7 @@ def test_a_cache_grown_by_one_token_shares_one_entry_whatever_its_length(enabled
         return torch.cat([past, new], dim=2) * 2
 
     new = torch.randn(2, 3, 1, 4)
-    assert _calls_share_one_entry(fn, [(torch.randn(2, 3, n, 4), new) for n in (4, 1, 6)]) == 1
+    assert compiles_over(fn, [(torch.randn(2, 3, n, 4), new) for n in (4, 1, 6)]) == 1
 
 
 def test_keeping_the_last_k_positions_shares_one_entry_when_k_is_all_of_them(enabled):
@@ -159,7 +153,7 @@ def test_keeping_the_last_k_positions_shares_one_entry_when_k_is_all_of_them(ena
         return hidden[:, -k:, :] * 2
 
     calls = [(torch.randn(2, t, 4), k) for t, k in ((4, 1), (1, 1), (5, 5), (6, 2))]
-    assert _calls_share_one_entry(fn, calls) == 1
+    assert compiles_over(fn, calls) == 1
 
 
 def test_a_symbolic_slice_still_clamps_squeezes_and_steps_as_eager(enabled):
