@@ -50,9 +50,15 @@ def finetuned(request):
     return steps, compiles, failures
 
 
-def test_one_entry_serves_every_length(finetuned):
+# LoRA's attention builds its ``_lora_ind`` index buffer lazily on the first call (``if not
+# hasattr(self, "_lora_ind")``): the first entry is for a module without it (the prologue checks
+# the answer, metatrace.interpret.attribute_presence), the second serves every later length.
+COMPILES = {"lora": 2, "adapter_v2": 1}
+
+
+def test_one_entry_serves_every_length(finetuned, request):
     _, compiles, _ = finetuned
-    assert compiles == 1
+    assert compiles == COMPILES[request.node.callspec.params["finetuned"]]
 
 
 def test_outputs_equal_eager(finetuned):
