@@ -51,7 +51,7 @@ MODULE_COSTS = {
     "test_hf_models.py": 690,  # (the user shape: 375)
     "test_differential.py": 325,
     "test_hf_generate.py": 70,  # (4 jitted functions, 2 compiles each)
-    "test_hf_generate_more.py": 330,  # (21 families, 2 compiles each)
+    "test_hf_generate_more.py": 150,  # (7 families by default, 2 compiles each)
     "test_litgpt.py": 270,
     "test_distributed.py": 200,  # (its 2 ranks are processes of their own: counted 1.5x)
     "test_metatrace_sweep.py": 145,  # (stock thunder's baseline from the cache directory)
