@@ -60,7 +60,8 @@ def main() -> int:
         totals["compiles"] += outcome.compiles
         if outcome.differences:
             totals["differing programs"] += 1
-            print("---- differs from eager:\n" + program.source() + "\n".join(outcome.differences), flush=True)
+            shown = [] if hasattr(program, "family") else [f"sequence: {sequence!r}"]  # (families print theirs)
+            print("---- differs from eager:\n" + program.source() + "\n".join([*shown, *outcome.differences]), flush=True)
 
     with metatrace.enable():
         try:
