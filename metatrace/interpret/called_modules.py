@@ -47,6 +47,8 @@ from metatrace.state.compile_session import session
 from metatrace.guards.provenance import is_jitted_function, may_register_for_prologue, rooted_in_arguments, rooted_in_prologue
 from metatrace.guards.registry import EXPECTED, new_id
 from metatrace.guards.value_checks import ValueConstraint
+from metatrace.patching import Patch, attribute
+from metatrace.state.weak_tables import WeakTable
 
 # The dicts ``nn.Module._call_impl`` reads (the ``*_with_kwargs`` and ``*_always_called`` dicts are
 # keyed by the same handle ids and change with these).
@@ -146,28 +148,7 @@ class ExpectedModuleState:
                     rebound = rebound or d[kind].get(name) is not ref()
         except (KeyError, AttributeError, TypeError):  # a submodule removed, not a module
             same = False
-        if rebound:  # (also when hooks changed too: the next compile must read the new tensors and modules)
-            self._follow_the_model(roots)
-        return same and not rebound
-
-    def _follow_the_model(self, roots) -> None:
-        """The wrapper's entries (submodules, tensors) that are still what the trace read become
-        what the model holds now."""
-        wrapper = self.wrapper() if self.wrapper is not None else None
-        if wrapper is None:
-            return
-        held = {"_parameters": wrapper._overrides_parameters, "_buffers": wrapper._overrides_buffers}
-        for m in self.modules:
-            module, d = _module_at(roots[m.root], m.path)
-            if d is None:
-                continue
-            path = ".".join(m.path)
-            if module is not None and wrapper._module_cache.get(path) is m.module():
-                wrapper._module_cache[path] = module
-            for kind, name, full, ref in m.tensors:
-                t = d[kind].get(name)
-                if t is not None and held[kind].get(full) is ref():
-                    held[kind][full] = t
+        return same and not rebound  # (the next compile follows the model: follow_the_model)
 
 
 def _module_at(root: dict, path: tuple[str, ...]) -> tuple[torch.nn.Module | None, dict | None]:
@@ -202,7 +183,10 @@ def check_module_call(wrapped_module: WrappedValue) -> None:
 
 def _wrapper_of(ctx):
     """The ThunderModule of the jitted model (None when a function is jitted, or outside a compile)."""
-    fn = session(ctx).fn
+    return _wrapper_of_module(session(ctx).fn)
+
+
+def _wrapper_of_module(fn):
     if not isinstance(fn, torch.nn.Module):
         return None
     try:
@@ -247,3 +231,60 @@ class _CalledModulesCheck:
         else:
             ctx._constraints[ctx._constraints.index(self.constraint)] = constraint
         self.constraint = constraint
+
+
+# ThunderModule -> what it copied from its model when it was made, while it still holds it:
+# [dict name, path of the owning module, name, dotted name, weak reference]
+_COPIED = WeakTable(list)
+
+
+def _remember_copies(original):
+    def __init__(self, model, compiled_model_call):
+        """thunder's ThunderModule, remembering which tensors and submodules it copied from the
+        model (before any transform replaces some of them: those are the transform's)."""
+        original(self, model, compiled_model_call)
+        copies = _COPIED.get(self)
+        for kind, held in (("_parameters", self._overrides_parameters), ("_buffers", self._overrides_buffers),
+                           ("_modules", self._module_cache)):
+            for full, value in held.items():
+                if full and value is not None:
+                    path, _, name = full.rpartition(".")
+                    at = tuple(full.split(".")) if kind == "_modules" else tuple(path.split(".")) if path else ()
+                    copies.append([kind, at, name, full, weakref.ref(value)])
+
+    return __init__
+
+
+def follow_the_model(fn) -> None:
+    """Before each compile of a jitted module: every tensor and submodule its ThunderModule still
+    holds as copied from the model becomes what the model holds there now (``model.w = ...``,
+    ``model.blocks[1] = Block()`` since the copy), so the compile reads what eager would. A copy a
+    transform replaced is the transform's, and is left alone. Whatever else made this call miss
+    (an input's dtype), the new entry never reads a tensor the model no longer holds."""
+    wrapper = _wrapper_of_module(fn)
+    copies = None if wrapper is None else _COPIED.get(wrapper, create=False)
+    if not copies:
+        return
+    held = {"_parameters": wrapper._overrides_parameters, "_buffers": wrapper._overrides_buffers,
+            "_modules": wrapper._module_cache}
+    root = wrapper._model.__dict__
+    for entry in copies:
+        kind, at, name, full, ref = entry
+        old = ref()
+        if old is None or held[kind].get(full) is not old:
+            continue
+        if kind == "_modules":
+            now = _module_at(root, at)[0]
+        else:
+            d = _module_at(root, at)[1]
+            now = None if d is None else d[kind].get(name)
+        if now is None:  # removed from the model: the wrapper asks the model (which raises, as eager)
+            del held[kind][full]
+        elif now is not old:
+            held[kind][full] = now
+            entry[4] = weakref.ref(now)
+
+
+def patches() -> list[Patch]:
+    return [attribute(ThunderModule, "__init__", _remember_copies,
+                      "a ThunderModule remembers what it copied from the model, to follow rebinding", wrap=True)]

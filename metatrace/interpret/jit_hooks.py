@@ -27,6 +27,7 @@ from metatrace.guards.content_reads import ContentReads
 from metatrace.guards.program_builder import add_prologue_constraints
 from metatrace.guards.structure import add_number_type_constraint, add_structure_constraints
 from metatrace.patching import Patch, attribute
+from metatrace.interpret.called_modules import follow_the_model
 
 def _interpret(original):
     def interpret(fn, *args, **kwargs):
@@ -41,6 +42,7 @@ def _interpret(original):
                 compile_session = session(ctx)
                 compile_session.call = (call_args, call_kwargs)
                 compile_session.fn = fn
+                follow_the_model(fn)
                 if compile_context.collector() is not None:
                     check_defaults(ctx, fn)
             except LookupError:

@@ -5,6 +5,7 @@ never ran the new hook, and kept reading the tensors its ThunderModule copied at
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.modules.module as torch_module
 
@@ -231,3 +232,49 @@ def test_a_submodule_replaced_by_another_class_without_tensors_misses_the_entry(
 
 def test_a_nested_submodule_replaced_by_another_class_misses_the_entry(enabled):
     assert _calls_after(lambda m: m.inner.__setitem__(1, torch.nn.Tanh()), Activated()) == ([True, True], 2)
+
+
+# A rebinding is followed whatever else made the call miss, and before the first call too ----
+
+_REBINDINGS = {
+    "a buffer": lambda m: setattr(m, "scale", torch.full((4,), 3.0)),
+    "a parameter": lambda m: setattr(m.blocks[1].linear, "weight", torch.nn.Parameter(torch.randn(4, 4))),
+    "a submodule": lambda m: m.blocks.__setitem__(1, Block()),
+    "a nested submodule": lambda m: setattr(m.blocks[0], "linear", torch.nn.Linear(4, 4)),
+}
+_INPUTS = {  # the call after the rebinding: thunder's own input checks reject the entry first for these
+    "the same input": torch.randn(3, 4),
+    "an input of another rank": torch.randn(2, 3, 4),
+    "an input of another dtype": torch.randn(3, 4, dtype=torch.float64),
+}
+
+
+@pytest.mark.parametrize("rebinding", _REBINDINGS)
+@pytest.mark.parametrize("then", _INPUTS)
+def test_a_rebinding_after_the_first_call_is_followed(enabled, rebinding, then):
+    model = Scaled()
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    jm(torch.randn(3, 4))
+    _REBINDINGS[rebinding](model)
+    if then == "an input of another dtype":
+        model.double()  # (in place: the wrapper's copies stay the model's)
+    x = _INPUTS[then]
+    torch.testing.assert_close(jm(x), model(x))
+
+
+@pytest.mark.parametrize("rebinding", _REBINDINGS)
+def test_a_rebinding_before_the_first_call_is_followed(enabled, rebinding):
+    model = Scaled()
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    _REBINDINGS[rebinding](model)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(jm(x), model(x))
+
+
+def test_a_removed_buffer_raises_as_eager_does(enabled):
+    model = Scaled()
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    jm(torch.randn(3, 4))
+    del model.scale
+    with pytest.raises(AttributeError, match="scale"):
+        jm(torch.randn(3, 4))
