@@ -97,7 +97,7 @@ def float_source(e: Expr) -> bool:
 def build(op: Op | str, args: list) -> Built:
     """The expression ``op(*args)``, folded, and what it needs not to raise (``op``: an
     :class:`Op`, or its name as the number-op table writes it)."""
-    op = Op.of(op)
+    op = op if type(op) is Op else Op.of(op)
     values = [node_const(a) for a in args]
     if op is not Op.CONVERT and all(v is not None for v in values) and op in _EVAL:
         try:

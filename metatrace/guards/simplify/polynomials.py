@@ -26,8 +26,10 @@ class Node:
     __slots__ = ("op", "args", "typ", "key", "_hash")
 
     def __init__(self, op: Op | str, args: tuple, typ: NumberKind | str):
-        # members whatever the caller passed (a str enum's key orders and hashes as its value)
-        op, typ = Op.of(op), NumberKind.of(typ)
+        # members whatever the caller passed (a str enum's key orders and hashes as its value);
+        # the type tests spare the lookups on the algebra's own calls, which pass members
+        op = op if type(op) is Op else Op.of(op)
+        typ = typ if type(typ) is NumberKind else NumberKind.of(typ)
         self.op, self.args, self.typ = op, args, typ
         if op is Op.LEAF:
             self.key = (0, args[1], args[0])  # (name, index): ordered by input position
@@ -275,7 +277,7 @@ _FLOOR_DIVISIONS = frozenset({Op.FLOORDIV, Op.MOD})
 def int_division(op: Op, a: Poly, b: Poly) -> Poly:
     """``a // b``, ``a % b`` or ``a div b`` (``op``: ``Op.FLOORDIV``, ``Op.MOD``, ``Op.DIV``: trunc
     division, thunder's on ints), folded where the divisor allows; by 0 an opaque node (it raises)."""
-    op = Op.of(op)
+    op = op if type(op) is Op else Op.of(op)
     c = b.const if b.is_const() else None
     if c is not None and c != 0:
         if c < 0:
