@@ -16,6 +16,7 @@ from thunder.core.proxies import NumberProxy, Proxy
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.guard_record import Guard, is_leaf, is_static_value
 from metatrace.metas import number_ops
+from metatrace.metas.algebra_ops import Op
 
 # Producers the prologue can replay on numbers (the python executor runs them): id -> row.
 REPLAYABLE = number_ops.REPLAYABLE
@@ -96,13 +97,18 @@ def describe(x, producers: dict[str, Any], names: dict[str, str] | None = None) 
     args = [describe(a, producers, names) for a in bsym.flat_args]
     if row is None:
         return f"{bsym.sym.name}({', '.join(args)})"
-    if row.op == "convert":  # (x, int) -> int(x)
+    op = Op.of(row.op)
+    if op is Op.CONVERT:  # (x, int) -> int(x)
         return f"{_type_name(bsym.flat_args[1])}({args[0]})"
     if len(args) == 1:
-        return f"-{args[0]}" if row.op == "neg" else f"{row.shown}({args[0]})"
-    if row.op in ("max", "min"):
-        return f"{row.op}({args[0]}, {args[1]})"
+        return f"{row.shown}{args[0]}" if op is Op.NEG else f"{row.shown}({args[0]})"
+    if op in _FUNCTIONS:
+        return f"{row.shown}({args[0]}, {args[1]})"
     return f"({args[0]} {row.shown} {args[1]})"
+
+
+# Binary operations shown as calls (``max(a, b)``), not as operators.
+_FUNCTIONS = frozenset({Op.MAX, Op.MIN})
 
 
 def _type_name(t) -> str:

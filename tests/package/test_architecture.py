@@ -564,3 +564,33 @@ def test_no_relation_is_decided_by_comparing_strings():
         and any(text in _RELATION_TEXTS for operand in (node.left, *node.comparators) for text in _string_constants(operand))
     )
     assert found == []
+
+
+# The guard algebra's operations and kinds are typed too (issue 39): its nodes carry
+# ``metatrace.metas.algebra_ops.Op`` and ``NumberKind`` members, and it builds and decides on them
+# by member (``e.op is Op.FLOORDIV``, ``op in DIVIDING``), never by the strings that name them.
+TYPED_OPS = ("guards/simplify", "guards/projection.py")
+
+
+def _op_and_kind_texts() -> set[str]:
+    from metatrace.metas.algebra_ops import NumberKind, Op
+
+    return {member.value for member in Op} | {member.value for member in NumberKind}
+
+
+def test_algebra_ops_are_not_named_by_strings():
+    texts = _op_and_kind_texts()
+    found = []
+    for where in TYPED_OPS:
+        for p in [PACKAGE / where] if where.endswith(".py") else sorted((PACKAGE / where).rglob("*.py")):
+            tree = ast.parse(p.read_text(encoding="utf-8"))
+            # docstrings, and ``__all__`` (the function ``const`` is exported by its name)
+            skipped = {id(sub) for node in ast.walk(tree) if isinstance(node, ast.Expr) or _assigns_all(node)
+                       for sub in ast.walk(node.value)}
+            found += [f"{p.relative_to(PACKAGE)}:{node.lineno} {node.value!r}" for node in ast.walk(tree)
+                      if isinstance(node, ast.Constant) and node.value in texts and id(node) not in skipped]
+    assert found == []
+
+
+def _assigns_all(node: ast.AST) -> bool:
+    return isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 
-from metatrace.guards.simplify.expressions import BOOLEAN, Expr, Node, Poly
+from metatrace.guards.simplify.expressions import Expr, Node, Poly
+from metatrace.metas.algebra_ops import BOOLEAN, NumberKind, Op
 
 INF = math.inf
-
-
+_EXTREMA = frozenset({Op.MAX, Op.MIN})
+_BITWISE = frozenset({Op.BITAND, Op.BITOR, Op.BITXOR})
 
 
 def _imul(a: tuple, b: tuple) -> tuple:
@@ -28,31 +29,31 @@ def bounds(e: Expr, ranges: dict[str, tuple]) -> tuple:
                 iv = _imul(iv, _node_bounds(n, ranges))
             lo, hi = lo + iv[0], hi + iv[1]
         return lo, hi
-    return _node_bounds(e, ranges) if e.typ == "int" else (-INF, INF)
+    return _node_bounds(e, ranges) if e.typ is NumberKind.INT else (-INF, INF)
 
 
 def _node_bounds(n: Node, ranges) -> tuple:
-    if n.op == "leaf":
+    if n.op is Op.LEAF:
         return ranges.get(n.args[0], (-INF, INF))
     if n.op in BOOLEAN:
         return (0, 1)
     args = [bounds(a, ranges) if isinstance(a, (Poly, Node)) else (-INF, INF) for a in n.args]
-    if n.op in ("max", "min"):
-        f = max if n.op == "max" else min
+    if n.op in _EXTREMA:
+        f = max if n.op is Op.MAX else min
         return (f(args[0][0], args[1][0]), f(args[0][1], args[1][1]))
-    if n.op == "abs":
+    if n.op is Op.ABS:
         lo, hi = args[0]
         if lo >= 0:
             return (lo, hi)
         if hi <= 0:
             return (-hi, -lo)
         return (0, max(-lo, hi))
-    if n.op == "//" and args[1][0] > 0:
+    if n.op is Op.FLOORDIV and args[1][0] > 0:
         (lo, hi), (dlo, dhi) = args
         cands = [x / y for x in (lo, hi) for y in (dlo, dhi) if not (math.isinf(x) and math.isinf(y))]
         return (math.floor(min(cands)) if lo > -INF else -INF, math.floor(max(cands)) if hi < INF else INF)
-    if n.op == "%" and args[1][0] > 0:
+    if n.op is Op.MOD and args[1][0] > 0:
         return (0, args[1][1] - 1)
-    if n.op in ("&", "|", "^") and all(0 <= lo and hi <= 1 for lo, hi in args):
+    if n.op in _BITWISE and all(0 <= lo and hi <= 1 for lo, hi in args):
         return (0, 1)
     return (-INF, INF)

@@ -13,22 +13,27 @@ expression are in :mod:`metatrace.guards.simplify.expressions`."""
 from __future__ import annotations
 
 from metatrace.guards.simplify.rendering import render
-from metatrace.metas.relations import Relation
+from metatrace.metas.algebra_ops import NumberKind, Op
 
 
 class Node:
     """A leaf, a constant that is not an int, or an operation the polynomials do not absorb.
 
-    ``typ``: ``"int"`` (ints and bools: such a node only appears inside a :class:`Poly`),
-    ``"float"`` or ``"other"``."""
+    ``op``: an :class:`Op` (a name of one, as the table writes it, is read as its member);
+    ``typ``: a :class:`NumberKind`, ``INT`` (ints and bools: such a node only appears inside a
+    :class:`Poly`), ``FLOAT`` or ``OTHER``."""
 
     __slots__ = ("op", "args", "typ", "key", "_hash")
 
-    def __init__(self, op: str, args: tuple, typ: str):
+    def __init__(self, op: Op | str, args: tuple, typ: NumberKind | str):
+        # members whatever the caller passed (a str enum's key orders and hashes as its value);
+        # the type tests spare the lookups on the algebra's own calls, which pass members
+        op = op if type(op) is Op else Op.of(op)
+        typ = typ if type(typ) is NumberKind else NumberKind.of(typ)
         self.op, self.args, self.typ = op, args, typ
-        if op == "leaf":
+        if op is Op.LEAF:
             self.key = (0, args[1], args[0])  # (name, index): ordered by input position
-        elif op == "const":
+        elif op is Op.CONST:
             self.key = (1, type(args[0]).__name__, repr(args[0]))
         else:
             self.key = (2, op, tuple(a.key for a in args))
@@ -48,7 +53,7 @@ class Poly:
     """sum(coefficient * product of int atoms) + constant, integer coefficients, canonical order."""
 
     __slots__ = ("terms", "key", "_hash")
-    typ = "int"
+    typ = NumberKind.INT
 
     def __init__(self, terms: dict):
         items = [(m, c) for m, c in terms.items() if c]
@@ -92,11 +97,11 @@ class Poly:
 
     def __floordiv__(self, other: Poly | int) -> Poly:
         other = _as_poly(other)
-        return NotImplemented if other is None else int_division("//", self, other)
+        return NotImplemented if other is None else int_division(Op.FLOORDIV, self, other)
 
     def __mod__(self, other: Poly | int) -> Poly:
         other = _as_poly(other)
-        return NotImplemented if other is None else int_division("%", self, other)
+        return NotImplemented if other is None else int_division(Op.MOD, self, other)
 
     @property
     def const(self) -> int:
@@ -133,17 +138,17 @@ def node_const(e: Expr):
     """The Python value of a constant expression, else None."""
     if isinstance(e, Poly):
         return e.const if e.is_const() else None
-    return e.args[0] if e.op == "const" else None
+    return e.args[0] if e.op is Op.CONST else None
 
 
 def const(v) -> Expr:
     if type(v) in (int, bool):
         return pconst(v)
-    return Node("const", (v,), "float" if type(v) is float else "other")
+    return Node(Op.CONST, (v,), NumberKind.FLOAT if type(v) is float else NumberKind.OTHER)
 
 
 def wrap_node(n: Node) -> Expr:
-    return patom(n) if n.typ == "int" else n
+    return patom(n) if n.typ is NumberKind.INT else n
 
 
 def _as_poly(x) -> Poly | None:
@@ -170,7 +175,7 @@ def _product(a: Poly, b: Poly) -> Poly:
 
 def _signbit(p: Poly) -> Poly:
     """``signbit(p)`` as the algebra builds it (a constant's is its value)."""
-    return pconst(p.const < 0) if p.is_const() else patom(Node("signbit", (p,), "int"))
+    return pconst(p.const < 0) if p.is_const() else patom(Node(Op.SIGNBIT, (p,), NumberKind.INT))
 
 
 def _signs_differ(a: Poly, b: Poly) -> Poly:
@@ -178,22 +183,22 @@ def _signs_differ(a: Poly, b: Poly) -> Poly:
     x, y = sorted((_signbit(a), _signbit(b)), key=lambda e: e.key)
     if (x.is_const() and y.is_const()) or x == y:
         return pconst(x != y)
-    return patom(Node(Relation.NE.symbol, (x, y), "int"))
+    return patom(Node(Op.NE, (x, y), NumberKind.INT))
 
 
 def _floorfix_args(n: Node):
     """(a, b) if ``n`` is thunder's sign fix of int floor division:
     ``(signbit(a) != signbit(b)) & (int(fmod(a, b)) != 0)``, which trunc division minus it makes ``a // b``."""
-    if n.op != "&":
+    if n.op is not Op.BITAND:
         return None
     atom = lambda e: e.atom() if isinstance(e, Poly) else None  # noqa: E731
     for first, second in ((0, 1), (1, 0)):
         x, y = atom(n.args[first]), n.args[second]
-        if x is None or x.op != Relation.NE.symbol:
+        if x is None or x.op is not Op.NE:
             continue
         lhs, rhs = x.args
         inner = atom(lhs) if rhs == ZERO else atom(rhs) if lhs == ZERO else None
-        if inner is None or inner.op != "int" or not isinstance(inner.args[0], Node) or inner.args[0].op != "fmod":
+        if inner is None or inner.op is not Op.INT or not isinstance(inner.args[0], Node) or inner.args[0].op is not Op.FMOD:
             continue
         a, b = inner.args[0].args
         if isinstance(a, Poly) and isinstance(b, Poly) and y == _signs_differ(a, b):
@@ -213,13 +218,13 @@ def _folded(d: dict) -> Poly:
                 rest = m[:i] + m[i + 1:]
                 ab = _floorfix_args(n)
                 if ab is not None:
-                    twin = tuple(sorted(rest + (Node("div", ab, "int"),), key=lambda x: x.key))
+                    twin = tuple(sorted(rest + (Node(Op.DIV, ab, NumberKind.INT),), key=lambda x: x.key))
                     if d.get(twin) == -c:
                         del d[m], d[twin]
                         _merge(d, Poly({rest: -c}) * (ab[0] // ab[1]))
                         changed = True
                         break
-                if n.op == "//" and isinstance(n.args[1], Poly):
+                if n.op is Op.FLOORDIV and isinstance(n.args[1], Poly):
                     div = n.args[1]
                     if len(div.terms) == 1 and div.terms[0][0] and c % div.terms[0][1] == 0:
                         dm, dc = div.terms[0]
@@ -265,35 +270,40 @@ def _multiple(a: Poly, b: Poly) -> int | None:
     return ratio if a == b * ratio else None
 
 
-def int_division(op: str, a: Poly, b: Poly) -> Poly:
-    """``a // b``, ``a % b`` or ``a div b`` (``op``: ``"//"``, ``"%"``, ``"div"``: trunc division,
-    thunder's on ints), folded where the divisor allows; by 0 an opaque node (it raises)."""
+# Python's floor division and its remainder (``div``, thunder's, truncates)
+_FLOOR_DIVISIONS = frozenset({Op.FLOORDIV, Op.MOD})
+
+
+def int_division(op: Op, a: Poly, b: Poly) -> Poly:
+    """``a // b``, ``a % b`` or ``a div b`` (``op``: ``Op.FLOORDIV``, ``Op.MOD``, ``Op.DIV``: trunc
+    division, thunder's on ints), folded where the divisor allows; by 0 an opaque node (it raises)."""
+    op = op if type(op) is Op else Op.of(op)
     c = b.const if b.is_const() else None
     if c is not None and c != 0:
         if c < 0:
-            if op == "//":
+            if op is Op.FLOORDIV:
                 return int_division(op, -a, pconst(-c))
-            if op == "%":
+            if op is Op.MOD:
                 return -int_division(op, -a, pconst(-c))
             return -int_division(op, a, pconst(-c))  # trunc division is odd
         if c == 1:
-            return ZERO if op == "%" else a
-        if op in ("//", "%"):
+            return ZERO if op is Op.MOD else a
+        if op in _FLOOR_DIVISIONS:
             q, r = _split(a, c)
             if r.is_const():
-                return q + r.const // c if op == "//" else pconst(r.const % c)
-            inner = patom(Node(op, (r, b), "int"))
-            return q + inner if op == "//" else inner
+                return q + r.const // c if op is Op.FLOORDIV else pconst(r.const % c)
+            inner = patom(Node(op, (r, b), NumberKind.INT))
+            return q + inner if op is Op.FLOORDIV else inner
     if c is None:
         k = _multiple(a, b)
         if k is not None:
-            return pconst(0 if op == "%" else k)
+            return pconst(0 if op is Op.MOD else k)
         # (only for Python's // and %: thunder's floor division is trunc division minus a sign
         # fix, which _floorfix_args recognizes as a whole; simplifying its "/" alone would hide it)
-        q = _monomial_quotient(a, b) if op in ("//", "%") else None
+        q = _monomial_quotient(a, b) if op in _FLOOR_DIVISIONS else None
         if q is not None:  # exact: (x * w) // w is x, (x * w) % w is 0 (w != 0 is required)
-            return ZERO if op == "%" else q
-    return patom(Node(op, (a, b), "int"))
+            return ZERO if op is Op.MOD else q
+    return patom(Node(op, (a, b), NumberKind.INT))
 
 
 def _monomial_quotient(a: Poly, b: Poly) -> Poly | None:

@@ -27,6 +27,7 @@ from metatrace.guards.simplify.expressions import (
 from metatrace.guards.simplify.traversal import collect_leaf_nodes, leaves_of, substitute
 from metatrace.guards.simplify.relations import RAW, Rel, add_relation, collect_covered, never_relation, canonical, relation
 from metatrace.guards.simplify.rendering import side_text, python_check, render
+from metatrace.metas.algebra_ops import NumberKind, Op
 from metatrace.metas.relations import Relation
 
 # Relations between different linear forms with the same terms (``i < a.shape[2]`` and
@@ -90,9 +91,10 @@ class _Builder:
             if self.is_leaf(x) and self.static_leaves and x.is_static_constrained() and x.value is not None:
                 e = const(x.value)  # thunder's prologue checks a static input's value itself
             elif self.is_leaf(x):
-                typ = "int" if isinstance(x, IntegerProxy) else "float" if isinstance(x, FloatProxy) else "other"
+                typ = (NumberKind.INT if isinstance(x, IntegerProxy) else NumberKind.FLOAT if isinstance(x, FloatProxy)
+                       else NumberKind.OTHER)
                 self.index.setdefault(x.name, len(self.index))
-                e = wrap_node(Node("leaf", (x.name, self.index[x.name]), typ))
+                e = wrap_node(Node(Op.LEAF, (x.name, self.index[x.name]), typ))
             elif is_static_value(x):
                 e = const(x.value)
             else:
@@ -135,7 +137,7 @@ def simplify(
 
 
 def _leaf_of(n: Node | None) -> str | None:
-    return n.args[0] if n is not None and n.op == "leaf" and n.typ == "int" else None
+    return n.args[0] if n is not None and n.op is Op.LEAF and n.typ is NumberKind.INT else None
 
 
 def _dedupe(rels: list[Rel]) -> list[Rel]:
@@ -350,7 +352,7 @@ def _output(rels: list[Rel], ranges: dict, strict: dict, sizes: set[str], leaf_n
 def _first(p: Poly, sizes: set[str]) -> tuple:
     """Which side of a relation goes left: the one with an input number (``i <= a.shape[2]``),
     else with the earliest input (``T < mask.shape[2]``)."""
-    keys = [(n.op != "leaf" or n.args[0] in sizes, n.key) for m, _ in p.terms for n in m]
+    keys = [(n.op is not Op.LEAF or n.args[0] in sizes, n.key) for m, _ in p.terms for n in m]
     return min(keys) if keys else (True, (9,))
 
 
@@ -358,9 +360,13 @@ def _solved_parts(r: Rel, leaf: Node) -> tuple:
     x = patom(leaf)
     value = x - r.poly  # poly is x - value
     other = value.atom()
-    if other is not None and other.op == "leaf" and other.key < leaf.key:
+    if other is not None and other.op is Op.LEAF and other.key < leaf.key:
         return (value, Relation.EQ.symbol, x)  # B == k.shape[0]: the earlier input on the left
     return (x, Relation.EQ.symbol, value)
+
+
+# Conditions shown as a truth test (``isfinite(p)``), not ``isfinite(p) != 0``.
+_TRUTH_TESTS = frozenset({Op.ISFINITE, Op.ISINT})
 
 
 def _parts(r: Rel, sizes: set[str]) -> tuple:
@@ -371,7 +377,7 @@ def _parts(r: Rel, sizes: set[str]) -> tuple:
     neg = Poly({m: -c for m, c in p.terms if m and c < 0})
     c = p.const
     rel = r.op
-    if rel is Relation.NE and c == 0 and not neg.terms and (a := pos.atom()) is not None and a.op in ("isfinite", "isint"):
+    if rel is Relation.NE and c == 0 and not neg.terms and (a := pos.atom()) is not None and a.op in _TRUTH_TESTS:
         return (pos,)
     if not neg.terms:  # pos + c op 0  ->  pos op -c
         return (pos, rel.symbol, pconst(-c))

@@ -7,8 +7,6 @@ import math
 from dataclasses import dataclass
 
 from metatrace.guards.simplify.expressions import (
-    DIVIDING,
-    FINITE,
     ZERO,
     Expr,
     Poly,
@@ -18,6 +16,7 @@ from metatrace.guards.simplify.expressions import (
     build,
     pconst,
 )
+from metatrace.metas.algebra_ops import DIVIDING, FINITE, NumberKind, Op
 from metatrace.metas.relations import Relation
 
 # The kind of a relation kept as written, ``lhs rop rhs`` (a side that is no polynomial).
@@ -98,7 +97,7 @@ def relation(op: Relation | str, lhs: Expr, rhs: Expr) -> Rel | bool:
             return canonical(integer_op, p - pconst(bound(v)))
     if lhs.key > rhs.key:
         lhs, rhs, op = rhs, lhs, op.swapped()
-    if lhs == rhs and lhs.typ == "int":
+    if lhs == rhs and lhs.typ is NumberKind.INT:
         return op.reflexive
     return Rel(RAW, lhs=lhs, rop=op.symbol, rhs=rhs)
 
@@ -111,13 +110,13 @@ def collect_covered(e: Expr, out: set) -> None:
             for n in m:
                 collect_covered(n, out)
         return
-    if e.op in ("leaf", "const"):
+    if e.op.structural:
         return
     needs = []
     if e.op in DIVIDING:
         needs.append(e.args[1])
     if e.op in FINITE and float_source(e.args[0]):
-        needs.append(build("isfinite", [e.args[0]]).expr)
+        needs.append(build(Op.ISFINITE, [e.args[0]]).expr)
     for x in needs:
         r = relation(Relation.NE, x, ZERO)
         if isinstance(r, Rel):

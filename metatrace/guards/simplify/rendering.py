@@ -2,7 +2,7 @@
 
 :func:`python_check` is the one emitter of a guard's Python: :class:`metatrace.guards.simplify.SimpleGuard`
 and the prologue's program for guards as recorded (``metatrace.guards.compiled_program.GuardProgram``) both
-call it. How each operation prints is its row in ``metatrace.metas.number_ops``.
+call it. How each operation prints is its row in ``metatrace.metas.number_ops`` (``Op.row``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from metatrace.metas import number_ops
+from metatrace.metas.algebra_ops import Op
 
 # An expression (``metatrace.guards.simplify.expressions``) is a Poly (``terms``: a polynomial) or
 # a Node (``op``, ``args``); this module reads them by shape and imports neither, so that their
@@ -23,7 +23,9 @@ def _is_poly(x) -> bool:
 
 # Binary operators whose left operand may be an operation of the same precedence unparenthesized
 # (``a - b + c``); the others need parentheses there (``(a * b) % n``, ``(a < b) < c``).
-_LEFT_ASSOCIATIVE = frozenset({"+", "-", "*", "&", "|", "^"})
+_LEFT_ASSOCIATIVE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.BITAND, Op.BITOR, Op.BITXOR})
+# How a polynomial with a negative leading coefficient starts (``-x + y``): as a negation.
+_MINUS = Op.NEG.row.python
 
 
 def _is_name(spelling: str) -> bool:
@@ -57,15 +59,15 @@ def render(e, leaf: Callable[[str], str] | None = None, constant: Callable[[Any]
         if _is_poly(x):
             return poly(x)
         op, args = x.op, x.args
-        if op == "leaf":
+        if op is Op.LEAF:
             return leaf(args[0]), 100
-        if op == "const":
+        if op is Op.CONST:
             return literal(args[0])
-        if op == "convert":
+        if op is Op.CONVERT:
             target = constant(args[1].args[0]) if python else getattr(args[1].args[0], "__name__", str(args[1].args[0]))
             return f"{'_convert(' if python else 'convert('}{go(args[0])[0]}, {target})", 100
-        row = number_ops.BY_OP.get(op)
-        spelling = op if row is None else row.python if python else row.shown
+        row = op.row
+        spelling = row.python if python else row.shown
         if "{" in spelling:  # a template: type({0}) in (int, bool)
             return spelling.format(*(go(a)[0] for a in args)), row.prec
         if not _is_name(spelling):  # an operator
@@ -73,7 +75,7 @@ def render(e, leaf: Callable[[str], str] | None = None, constant: Callable[[Any]
             if len(args) == 1:
                 return f"{spelling}{paren(args[0], p)}", p
             left = p if op in _LEFT_ASSOCIATIVE else p + 1  # (a * b) % n, not a * b % n
-            right = p if op == "**" else p + 1  # ** groups to the right
+            right = p if op is Op.POW else p + 1  # ** groups to the right
             return f"{paren(args[0], left)} {spelling} {paren(args[1], right)}", p
         return f"{spelling}({', '.join(go(a)[0] for a in args)})", 100
 
@@ -95,7 +97,7 @@ def render(e, leaf: Callable[[str], str] | None = None, constant: Callable[[Any]
             body, bp, product = term(m, c)
             if i == 0:
                 if c < 0:  # -x * y is (-x) * y: the same value; -(a // b) needs its parentheses
-                    text, prec = ("-" + body, 70) if product else (f"-{body if bp >= 80 else f'({body})'}", 80)
+                    text, prec = (_MINUS + body, 70) if product else (_MINUS + (body if bp >= 80 else f"({body})"), 80)
                 else:
                     text, prec = body, bp
                 if len(p.terms) > 1 and prec < 60:

@@ -10,6 +10,7 @@ from thunder.core.proxies import NumberProxy
 from metatrace.guards.guard_record import Guard, is_static_value
 from metatrace.guards.simplify.expressions import ZERO, Expr, Node, Poly, wrap_node, build, pconst
 from metatrace.metas import number_ops
+from metatrace.metas.algebra_ops import NumberKind, Op
 
 
 def substitute(e: Expr, sub: dict[str, Expr], memo: dict | None = None) -> Expr:
@@ -26,9 +27,9 @@ def substitute(e: Expr, sub: dict[str, Expr], memo: dict | None = None) -> Expr:
                 assert isinstance(x, Poly), "an int atom rebuilds as an int polynomial"
                 t = t * x
             out = out + t
-    elif e.op == "leaf":
+    elif e.op is Op.LEAF:
         out = sub.get(e.args[0], wrap_node(e))
-    elif e.op == "const":
+    elif e.op is Op.CONST:
         out = e
     else:
         out = build(e.op, [substitute(a, sub, memo) for a in e.args]).expr  # (conditions are collected as the guards are first built)
@@ -42,9 +43,9 @@ def leaves_of(e: Expr, out: set | None = None) -> set:
         for m, _ in e.terms:
             for n in m:
                 leaves_of(n, out)
-    elif e.op == "leaf":
+    elif e.op is Op.LEAF:
         out.add(e.args[0])
-    elif e.op != "const":
+    elif e.op is not Op.CONST:
         for a in e.args:
             leaves_of(a, out)
     return out
@@ -58,11 +59,12 @@ def recorded_parts(guard: Guard, producers: dict[str, Any], is_param: Callable[[
         if isinstance(x, NumberProxy) and is_static_value(x) and not is_param(x.name):
             x = x.value
         if not isinstance(x, NumberProxy):
-            return Node("const", (x,), "other")
+            return Node(Op.CONST, (x,), NumberKind.OTHER)
         if is_param(x.name):
-            return Node("leaf", (x.name, 0), "other")
+            return Node(Op.LEAF, (x.name, 0), NumberKind.OTHER)
         bsym = producers[x.name]
-        return Node(number_ops.REPLAYABLE[bsym.sym.id].op, tuple(unfolded(a) for a in bsym.flat_args), "other")
+        op = Op.of(number_ops.REPLAYABLE[bsym.sym.id].op)
+        return Node(op, tuple(unfolded(a) for a in bsym.flat_args), NumberKind.OTHER)
 
     return (unfolded(guard.lhs), guard.op.symbol, unfolded(guard.rhs))
 
@@ -72,8 +74,8 @@ def collect_leaf_nodes(e: Expr, out: dict) -> None:
         for m, _ in e.terms:
             for n in m:
                 collect_leaf_nodes(n, out)
-    elif e.op == "leaf":
+    elif e.op is Op.LEAF:
         out.setdefault(e.args[0], e)
-    elif e.op != "const":
+    elif e.op is not Op.CONST:
         for a in e.args:
             collect_leaf_nodes(a, out)
