@@ -17,13 +17,13 @@ from metatrace.install import disable, enable, is_enabled
 from metatrace.interpret.c_mutations import CMutationError
 from metatrace.interpret.dropped_stores import DroppedStoreError
 from metatrace.interpret.tensor_in_c_code import TracedTensorInCCodeError
-from metatrace.interpret.unrepeatable_calls import ClockCallError, RandomCallError
+from metatrace.interpret.unrepeatable_calls import ClockCallError, PreexistingIteratorError, RandomCallError
 from metatrace.metas.torch_ops.custom_ops import CustomOpError
 
 __all__ = [
     "enable", "disable", "is_enabled", "check_trace", "explain",
     # errors (all subclasses of MetatraceError)
-    "MetatraceError", "DataDependentError", "RandomCallError", "ClockCallError", "DroppedStoreError", "GuardFailure",
+    "MetatraceError", "DataDependentError", "RandomCallError", "ClockCallError", "PreexistingIteratorError", "DroppedStoreError", "GuardFailure",
     "ChangedWhileTracing", "StructureMismatch", "TraceCheckError", "CacheDirectoryError", "CorruptCacheError",
     "CustomOpError", "CMutationError", "TracedTensorInCCodeError",
 ]

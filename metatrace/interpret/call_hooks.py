@@ -51,6 +51,7 @@ def _dispatching(original):
         if c_error is not None and compilectx.lookaside(ufn, *args, **kwargs) is None:
             return do_raise(c_error)
         unrepeatable_calls.before_call(fn, args)
+        unrepeatable_calls.check_iterator_call(compilectx, fn, args, kwargs)
         callee_checks.before_call(fn, args)
         reads = compile_context.CONTENT_READS.get()
         if reads is not None:

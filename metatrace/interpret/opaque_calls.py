@@ -51,6 +51,7 @@ from metatrace.guards import provenance
 from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
 from metatrace.interpret.values_as_text import calling_file, package_dir
+from metatrace.interpret.concrete_values import concrete, has_number_proxy
 
 _THUNDER = package_dir(__import__("thunder"))
 
@@ -97,36 +98,21 @@ _SYMBOLIC_ATTRIBUTES = {
 }
 
 
-# Containers longer than this are not looked into (a module's globals reach ``dict.get``): a
-# number C code reads is an argument or an element of a short list, tuple, dict or set.
+# Containers longer than this are not looked into (a module's globals reach ``dict.get``), nor
+# deeper than _DEPTH (a config's nested dicts for ``json.dumps``): a number C code reads is an
+# argument or an element of short containers.
 _LOOKED_INTO = 64
+_DEPTH = 4
 
 
-def _has_proxy(x, depth: int = 0) -> bool:
-    if isinstance(x, NumberProxy):
-        return True
-    if depth > 1 or type(x) not in (list, tuple, set, frozenset, dict) or len(x) > _LOOKED_INTO:
-        return False
-    if type(x) in (list, tuple, set, frozenset):
-        return any(_has_proxy(e, depth + 1) for e in x)
-    if type(x) is dict:
-        return any(_has_proxy(k, depth + 1) or _has_proxy(v, depth + 1) for k, v in x.items())
-    return False
+def _has_proxy(x) -> bool:
+    return has_number_proxy(x, depth=_DEPTH, length=_LOOKED_INTO)
 
 
-def _concrete(x, why: str, depth: int = 0):
-    """``x`` with its number proxies (and those in its lists, tuples, dicts and sets) replaced by
-    their values, each guarded by equality."""
-    if isinstance(x, NumberProxy):
-        concretizations.bake_in(x, x.value, why)
-        return x.value
-    if depth > 1 or type(x) not in (list, tuple, set, frozenset, dict) or len(x) > _LOOKED_INTO:
-        return x
-    if type(x) in (list, tuple, set, frozenset):
-        return type(x)(_concrete(e, why, depth + 1) for e in x)
-    if type(x) is dict:
-        return {_concrete(k, why, depth + 1): _concrete(v, why, depth + 1) for k, v in x.items()}
-    return x
+def _concrete(x, why: str):
+    """``x`` with its number proxies (and those of the containers it holds) replaced by their
+    values, each guarded by equality."""
+    return concrete(x, why, depth=_DEPTH, length=_LOOKED_INTO)
 
 
 def _owner(fn):

@@ -13,6 +13,15 @@ the function draws the same numbers on every call: baking them in is right). tor
 functions (``torch.rand``, ``torch.bernoulli``) are traced as random ops and are the way to draw
 inside a jitted function; a number drawn outside and passed in is a symbolic input.
 
+An iterator that existed before the call (``itertools.count()`` kept on a module, a global
+``iter(batches)``, a generator), advanced by C code (``next(it)``, a ``for`` over it, ``zip(it,
+...)``, ``list(it)``) is the same: thunder's interpreter calls the C ``__next__`` once while
+tracing, the trace bakes in the item, and every later call of the entry reused it while the
+iterator stayed where the trace left it. The prologue cannot check an iterator's position, and
+the epilogue cannot replay a C iterator, so handing one to C code raises
+:class:`PreexistingIteratorError` with the line. An iterator whose ``__next__`` is Python code
+is interpreted: its stores are replayed like any other.
+
 A clock read in the user's own code (``time.time()``, ``time.perf_counter()``,
 ``datetime.now()``) is baked in the same way: a timeout branch or a step timer in ``forward``
 froze at its first value. It raises :class:`ClockCallError` with the line. Clock reads inside
@@ -26,6 +35,7 @@ from metatrace.errors import MetatraceError
 
 import datetime
 import inspect
+import io
 import random
 import time
 import types
@@ -35,6 +45,7 @@ from thunder.core.interpreter import WrappedValue
 from metatrace.guards.collect import interpreted_line
 from metatrace.interpret.library_code import is_library_file
 from metatrace.guards.provenance import rooted_in_prologue
+from metatrace.interpret.opaque_calls import would_call_opaque
 from metatrace.interpret.values_as_text import OWN_CODE, calling_file
 
 
@@ -44,6 +55,11 @@ class RandomCallError(MetatraceError, RuntimeError):
 
 class ClockCallError(MetatraceError, RuntimeError):
     """The user's traced code reads a clock: the trace would bake the time in."""
+
+
+class PreexistingIteratorError(MetatraceError, RuntimeError):
+    """The traced function hands an iterator that existed before the call to C code, which
+    advances it unseen: the trace would bake in the items it read."""
 
 
 _CLOCKS = {
@@ -132,6 +148,41 @@ def check_clock_call(fn: WrappedValue) -> None:
         f"{name}() returns a new value on every call, but thunder runs it once while tracing and the "
         f"compiled entry would reuse that value on every later call" + (f" (at {where})" if where else "")
         + ". Read the clock outside the jitted function and pass the value in."
+    )
+
+
+# C calls that take an iterator without reading from it
+_NOT_ADVANCING = frozenset({iter, isinstance, type, id, callable})
+
+
+def _preexisting_iterator(args) -> object | None:
+    """An argument that is an iterator the prologue can read again (it existed before the call:
+    a global's, a closure's, an attribute's, an argument), else None. Files are iterators too,
+    but writing to one is output (a log line), not reading an item."""
+    for a in args:
+        if type(a) is WrappedValue and hasattr(type(a.value), "__next__") and not isinstance(a.value, io.IOBase):
+            if a.provenance is not None and rooted_in_prologue(a.provenance):
+                return a.value
+    return None
+
+
+def check_iterator_call(compilectx, fn, args: tuple, kwargs: dict) -> None:
+    """Refuses C code given an iterator that existed before the call (``type(it).__next__(it)``
+    is how thunder calls ``next(it)``'s C method)."""
+    it = _preexisting_iterator(args)
+    if it is None or type(fn) is not WrappedValue or fn.value in _NOT_ADVANCING:
+        return
+    if getattr(fn.value, "__name__", None) == "__iter__":  # (an iterator's is itself: ``iter(it)``, a ``for``'s start)
+        return
+    if not would_call_opaque(compilectx, fn.value, args, kwargs):
+        return
+    where = interpreted_line()
+    name = getattr(fn.value, "__qualname__", None) or getattr(fn.value, "__name__", repr(fn.value))
+    raise PreexistingIteratorError(
+        f"{name}() advances the {type(it).__name__} iterator {it!r}, which existed before the call, in C code: "
+        "thunder runs it once while tracing, and the compiled entry would reuse the items it read on every later "
+        "call while the iterator stayed where tracing left it" + (f" (at {where})" if where else "")
+        + ". Take the item outside the jitted function and pass it in, or create the iterator inside the function."
     )
 
 

@@ -26,56 +26,17 @@ from thunder.core.proxies import NumberProxy, Proxy
 from metatrace.state import compile_context
 from metatrace import patching
 from metatrace.guards import provenance
-from metatrace.metas import concretizations
+from metatrace.interpret.concrete_values import concrete, has_number_proxy
 from metatrace.patching import Patch
-
-
-_WALKED = (list, tuple, set, frozenset, dict, types.SimpleNamespace)
-
-
-def _concrete(x, why: str, seen: set | None = None):
-    """``x`` with every number proxy in it replaced by its value, each guarded by equality: in
-    exact lists, tuples, sets, a dict's keys and values and a SimpleNamespace's attributes, at any
-    depth (``str(d)`` renders every element in C: ``{i0=2: 4}`` where eager prints ``{2: 4}``)."""
-    if isinstance(x, NumberProxy):
-        concretizations.bake_in(x, x.value, why)
-        return x.value
-    t = type(x)
-    if t not in _WALKED:
-        return x
-    seen = set() if seen is None else seen
-    if id(x) in seen:  # (a container holding itself: rendered as ``[...]`` from the original)
-        return x
-    seen.add(id(x))
-    if t is dict:
-        return {_concrete(k, why, seen): _concrete(v, why, seen) for k, v in x.items()}
-    if t is types.SimpleNamespace:
-        return types.SimpleNamespace(**{k: _concrete(v, why, seen) for k, v in vars(x).items()})
-    return t(_concrete(e, why, seen) for e in x)
-
-
-def _has_number_proxy(x, seen: set | None = None) -> bool:
-    if isinstance(x, NumberProxy):
-        return True
-    t = type(x)
-    if t not in _WALKED:
-        return False
-    seen = set() if seen is None else seen
-    if id(x) in seen:
-        return False
-    seen.add(id(x))
-    if t is dict:
-        return any(_has_number_proxy(k, seen) or _has_number_proxy(v, seen) for k, v in x.items())
-    return any(_has_number_proxy(e, seen) for e in (vars(x).values() if t is types.SimpleNamespace else x))
 
 
 def _as_value_lookaside(fn, why: str, fallback):
     """``fn(x, ...)`` on the numbers' values (guarded) when an argument holds a number proxy."""
 
     def lookaside(*args, **kwargs):
-        if compile_context.collector() is not None and any(_has_number_proxy(a.value) for a in args):
-            uargs = [_concrete(a.value, why) for a in args]
-            ukwargs = {k: _concrete(v.value, why) for k, v in kwargs.items()}
+        if compile_context.collector() is not None and any(has_number_proxy(a.value) for a in args):
+            uargs = [concrete(a.value, why) for a in args]
+            ukwargs = {k: concrete(v.value, why) for k, v in kwargs.items()}
             res = fn(*uargs, **ukwargs)
             pr = provenance.opaque_record([wrap_const(fn).provenance, *(a.provenance for a in args)])
             return wrap(res, provenance=pr)

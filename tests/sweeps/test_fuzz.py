@@ -192,6 +192,12 @@ FAMILY_REGRESSIONS = {
         FamilyProgram("mutations", ["BUMP(x.shape[0])", "REMEMBER(x.detach() * 2)"], ["x * CELLS()[0]", "CELLS()[1]"]),
         _family_calls({}, {"fresh_state": False}, {"size": 5}),
     ),
+    # ``str`` of a slice argument holding a size rendered its proxy: ``slice(i2=-2, None, None)``
+    # (found by tools/fuzz.py)
+    "a slice argument as text": (
+        FamilyProgram("argument kinds", [], ["str(a)"]),
+        _family_calls({"a": ("slice", 3, False)}, {"a": ("slice", 3, False), "size": 4}),
+    ),
     "an Enum member's truth": (
         FamilyProgram("argument kinds", [], ["(x * 2 if a else x)"]),
         _family_calls({"a": ("enum", 0, False)}, {"a": ("enum", 3, False)}, {"a": ("class", 3, False)}),
