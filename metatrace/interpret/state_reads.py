@@ -38,6 +38,7 @@ from metatrace.guards.value_checks import CONTAINER_TYPES, add_value_check
 from metatrace.interpret.argument_reads import check_argument_read
 from metatrace.interpret.library_code import is_library_module
 from metatrace.interpret.values_as_text import calling_file, package_dir
+from metatrace.interpret.wrapper_shadowing import read_from_the_model
 from metatrace.patching import Patch
 
 # Packages whose own reads are not checked: ``logging`` fills a logger's ``_cache`` while it logs
@@ -119,6 +120,7 @@ def needs_value_check(value: WrappedValue) -> bool:
 def _wrap_callback(original):
     def wrap_callback(value: WrappedValue):
         res = original(value)
+        read_from_the_model(value)
         if isinstance(value.value, types.ModuleType):
             if is_library_module(value.value):
                 value.provenance.ext_flag |= EXT_FLAG_LIBRARY_MODULE
