@@ -499,6 +499,7 @@ REGRESSIONS = {
     "a device as text": (["str(x.device)", "x.device == torch.device('cpu')"], _calls({}), False),
     "a saved tensor overwritten": (["x.clone().sqrt_()"], _calls({"size": 4}, {"size": 5}), True),
     "floor_divide's gradient": (["x // 2"], _calls({}), True),
+    "a signed zero plus zero": (["f'{r + 0}'"], _calls({"r": 0.0}, {"r": -0.0}, {"r": -0.0, "size": 4}), False),
     "a buffer rebound as the dtype changes": (["x * self.w"], _calls({}, {"mutation": "self.w", "dtype": "float64"}),
                                               False),
 }

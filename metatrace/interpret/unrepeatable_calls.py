@@ -44,7 +44,7 @@ from thunder.core.interpreter import WrappedValue
 
 from metatrace.guards.collect import interpreted_line
 from metatrace.interpret.library_code import is_library_file
-from metatrace.guards.provenance import rooted_in_prologue
+from metatrace.guards.provenance import rooted_in_arguments, rooted_in_prologue
 from metatrace.interpret.opaque_calls import would_call_opaque
 from metatrace.interpret.values_as_text import OWN_CODE, calling_file
 
@@ -157,11 +157,13 @@ _NOT_ADVANCING = frozenset({iter, isinstance, type, id, callable})
 
 def _preexisting_iterator(args) -> object | None:
     """An argument that is an iterator the prologue can read again (it existed before the call:
-    a global's, a closure's, an attribute's, an argument), else None. Files are iterators too,
+    a global's, a closure's, a module attribute's), else None. Files are iterators too,
     but writing to one is output (a log line), not reading an item."""
     for a in args:
         if type(a) is WrappedValue and hasattr(type(a.value), "__next__") and not isinstance(a.value, io.IOBase):
-            if a.provenance is not None and rooted_in_prologue(a.provenance):
+            # (an argument's is checked as an argument of its kind: an iterator never matches
+            # again, so every call compiles and follows eager; tests/guards/test_argument_kinds.py)
+            if a.provenance is not None and rooted_in_prologue(a.provenance) and not rooted_in_arguments(a.provenance):
                 return a.value
     return None
 

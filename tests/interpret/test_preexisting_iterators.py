@@ -2,7 +2,8 @@
 code in traced code, raises PreexistingIteratorError naming the line (thunder ran the C
 ``__next__`` once while tracing and every later call reused the items it read, while the iterator
 stayed where tracing left it: silently wrong, stock thunder too). Generated: every kind of C
-iterator x every way of advancing it x every place it can come from. An iterator created inside
+iterator x every way of advancing it x every place it can come from (an argument's is checked as an
+argument, and follows eager). An iterator created inside
 the function, one only passed to ``iter``, and one whose ``__next__`` is Python code (its stores
 are replayed) keep eager's results."""
 
@@ -84,7 +85,7 @@ def _jitted(owner: str, it, advance):
     return thunder.jit(lambda x, i: x * _as_number(advance(i)), cache=SYMBOLIC), (it,)
 
 
-OWNERS = ("a closure", "a global", "a module attribute", "an argument")
+OWNERS = ("a closure", "a global", "a module attribute")
 
 
 def _error_of(fn, *args) -> BaseException | None:
@@ -108,6 +109,17 @@ _COUNTER = itertools.count()
 
 def _reads_the_counter(x):
     return x * next(_COUNTER)
+
+
+@pytest.mark.parametrize("advance", ADVANCES)
+@pytest.mark.parametrize("kind", ITERATORS)
+def test_an_iterator_argument_follows_eager(enabled, kind, advance):
+    """An argument is checked by its kind: the same iterator never matches again, so each call
+    compiles anew (tests/guards/test_argument_kinds.py) and reads the next item, as eager."""
+    jf, _ = _jitted("an argument", None, ADVANCES[advance])
+    fn = lambda x, i: x * _as_number(ADVANCES[advance](i))  # noqa: E731
+    mine, theirs = ITERATORS[kind](), ITERATORS[kind]()
+    assert [torch.equal(jf(torch.ones(2), mine), fn(torch.ones(2), theirs)) for _ in range(2)] == [True, True]
 
 
 def test_the_error_names_the_iterator(enabled):

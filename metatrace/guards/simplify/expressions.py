@@ -61,15 +61,26 @@ def as_float(e: Expr) -> Expr:
 
 
 def int_of(e: Expr) -> Poly | None:
-    """An int polynomial with the value of ``e`` if there is one: ``float(P)`` is P, 2.0 is 2."""
+    """An int polynomial with the value of ``e`` if there is one: ``float(P)`` is P, 2.0 is 2
+    (not -0.0: no int is, and ``str``, ``copysign`` and an exact guard tell it from 0)."""
     if isinstance(e, Poly):
         return e
     if _is_float_of_int(e):
         return e.args[0]
     v = node_const(e)
-    if type(v) is float and math.isfinite(v) and v == int(v):
+    if type(v) is float and math.isfinite(v) and v == int(v) and not _negative_zero(v):
         return pconst(int(v))
     return None
+
+
+def _negative_zero(v) -> bool:
+    return type(v) is float and v == 0 and math.copysign(1.0, v) < 0
+
+
+def _may_be_negative_zero(e: Expr) -> bool:
+    """``e`` may be the float -0.0: a float input or a value computed from one (a float computed
+    from ints never is)."""
+    return int_of(e) is None and (node_const(e) is None or _negative_zero(node_const(e)))
 
 
 class Built(NamedTuple):
@@ -301,16 +312,22 @@ def _float_arith(op: Op, a: Expr, b: Expr) -> Expr | Built:
     """+, -, * with a float operand: identities, and exact integer arithmetic under ``float``."""
     va, vb = node_const(a), node_const(b)
     other = NumberKind.OTHER
-    if op is not Op.MUL and vb == 0 and a.typ is not other:
+    # x - 0.0 is x, and so is x + 0.0 except for x = -0.0 (-0.0 + 0.0 is 0.0): signed zeros
+    # are told apart by str, copysign and the exact guards of a baked-in zero
+    if op is Op.SUB and vb == 0 and a.typ is not other and (not _negative_zero(vb) or not _may_be_negative_zero(a)):
         return as_float(a)
-    if op is Op.ADD and va == 0 and b.typ is not other:
+    if op is Op.ADD and vb == 0 and a.typ is not other and (_negative_zero(vb) or not _may_be_negative_zero(a)):
+        return as_float(a)
+    if op is Op.ADD and va == 0 and b.typ is not other and (_negative_zero(va) or not _may_be_negative_zero(b)):
         return as_float(b)
     if op is Op.MUL and vb == 1 and a.typ is not other:
         return as_float(a)
     if op is Op.MUL and va == 1 and b.typ is not other:
         return as_float(b)
     pa, pb = int_of(a), int_of(b)
-    if pa is not None and pb is not None:  # the 2**53 assumption: float(p) op float(q) is float(p op q)
+    # the 2**53 assumption: float(p) op float(q) is float(p op q); not for *, whose zero takes
+    # the operands' signs (0.0 * -3.0 is -0.0, float(0 * -3) is 0.0)
+    if pa is not None and pb is not None and op is not Op.MUL:
         exact = build(op, [pa, pb])
         return Built(as_float(exact.expr), exact.conditions)
     if op is not Op.SUB:  # + and * commute
