@@ -24,10 +24,10 @@ from metatrace.proxies import (
 from metatrace.grad import requires_grad, rules, saved_values
 from metatrace.guards import module_paths, prologue_op
 from metatrace.interpret import (
-    argument_reads, attribute_presence, c_mutations, call_hooks, callee_checks, called_modules, container_builtins,
+    argument_reads, attribute_presence, c_mutations, call_hooks, callee_checks, container_builtins,
     custom_getattribute, dict_literals, dropped_stores, fast_paths, gc_pacing_phases, generator_throw,
     interpreter_costs, jit_hooks, library_state, lookasides, module_methods, module_state, opaque_calls, state_reads,
-    tensor_metadata, values_as_text,
+    tensor_metadata, values_as_text, wrapper_copies,
 )
 from metatrace.mutations import cells as cell_stores, record as mutation_records, replay as mutation_replay, returned_objects
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs
@@ -140,7 +140,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         interpreter_costs.patches,
         fast_paths.patches if with_fast_paths else list,
         renames.patches,
-        module_state.patches, called_modules.patches,
+        module_state.patches, wrapper_copies.patches,
         dropped_stores.patches,
         # stores into pre-existing objects: recorded, undone after tracing, replayed by the epilogue
         mutation_records.patches, cell_stores.patches, mutation_replay.patches, returned_objects.patches,

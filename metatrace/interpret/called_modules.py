@@ -38,7 +38,7 @@ import thunder.core.jit_ext as jit_ext
 import torch
 import torch.nn.modules.module as torch_module
 from thunder.core.interpreter import WrappedValue
-from thunder.core.module import ThunderModule, get_thunder_module
+
 from thunder.core.proxies import Proxy
 from thunder.core.trace import tracectx
 
@@ -47,8 +47,7 @@ from metatrace.state.compile_session import session
 from metatrace.guards.provenance import is_jitted_function, may_register_for_prologue, rooted_in_arguments, rooted_in_prologue
 from metatrace.guards.registry import EXPECTED, new_id
 from metatrace.guards.value_checks import ValueConstraint
-from metatrace.patching import Patch, attribute
-from metatrace.state.weak_tables import WeakTable
+from metatrace.interpret.wrapper_copies import wrapper_of_module
 
 # The dicts ``nn.Module._call_impl`` reads (the ``*_with_kwargs`` and ``*_always_called`` dicts are
 # keyed by the same handle ids and change with these).
@@ -131,6 +130,9 @@ class ExpectedModuleState:
 
     def matches(self, *roots: dict) -> bool:
         same = _global_hook_keys() == self.global_keys
+        wrapper = self.wrapper() if self.wrapper is not None else None
+        held = None if wrapper is None else {"_parameters": wrapper._overrides_parameters,
+                                             "_buffers": wrapper._overrides_buffers}
         rebound = False
         walked: list[dict] = []  # each module's __dict__, in the order of ``modules``
         try:
@@ -144,22 +146,13 @@ class ExpectedModuleState:
                 rebound = rebound or bool(m.rest) and type(sub) is not m.cls
                 walked.append(d)
                 same = same and _hook_keys(d) == m.hook_keys
-                for kind, name, _, ref in m.tensors:
-                    rebound = rebound or d[kind].get(name) is not ref()
+                for kind, name, full, _ in m.tensors:
+                    # the model's tensor is the wrapper's copy, which the prologue reads (the
+                    # epilogue's own ``self.avg = ...`` moves both: metatrace.interpret.wrapper_copies)
+                    rebound = rebound or held is None or d[kind].get(name) is not held[kind].get(full)
         except (KeyError, AttributeError, TypeError):  # a submodule removed, not a module
             same = False
-        return same and not rebound  # (the next compile follows the model: follow_the_model)
-
-
-def _module_at(root: dict, path: tuple[str, ...]) -> tuple[torch.nn.Module | None, dict | None]:
-    """The submodule at ``path`` below the module whose ``__dict__`` is ``root``, and its ``__dict__``."""
-    module, d = None, root
-    for name in path:
-        module = d["_modules"].get(name)
-        if module is None:
-            return None, None
-        d = module.__dict__
-    return module, d
+        return same and not rebound  # (the next compile follows the model: wrapper_copies.follow_the_model)
 
 
 def check_module_call(wrapped_module: WrappedValue) -> None:
@@ -183,17 +176,7 @@ def check_module_call(wrapped_module: WrappedValue) -> None:
 
 def _wrapper_of(ctx):
     """The ThunderModule of the jitted model (None when a function is jitted, or outside a compile)."""
-    return _wrapper_of_module(session(ctx).fn)
-
-
-def _wrapper_of_module(fn):
-    if not isinstance(fn, torch.nn.Module):
-        return None
-    try:
-        wrapper = get_thunder_module(fn)
-    except Exception:  # no compile data
-        return None
-    return wrapper if isinstance(wrapper, ThunderModule) else None
+    return wrapper_of_module(session(ctx).fn)
 
 
 class _CalledModulesCheck:
@@ -231,60 +214,3 @@ class _CalledModulesCheck:
         else:
             ctx._constraints[ctx._constraints.index(self.constraint)] = constraint
         self.constraint = constraint
-
-
-# ThunderModule -> what it copied from its model when it was made, while it still holds it:
-# [dict name, path of the owning module, name, dotted name, weak reference]
-_COPIED = WeakTable(list)
-
-
-def _remember_copies(original):
-    def __init__(self, model, compiled_model_call):
-        """thunder's ThunderModule, remembering which tensors and submodules it copied from the
-        model (before any transform replaces some of them: those are the transform's)."""
-        original(self, model, compiled_model_call)
-        copies = _COPIED.get(self)
-        for kind, held in (("_parameters", self._overrides_parameters), ("_buffers", self._overrides_buffers),
-                           ("_modules", self._module_cache)):
-            for full, value in held.items():
-                if full and value is not None:
-                    path, _, name = full.rpartition(".")
-                    at = tuple(full.split(".")) if kind == "_modules" else tuple(path.split(".")) if path else ()
-                    copies.append([kind, at, name, full, weakref.ref(value)])
-
-    return __init__
-
-
-def follow_the_model(fn) -> None:
-    """Before each compile of a jitted module: every tensor and submodule its ThunderModule still
-    holds as copied from the model becomes what the model holds there now (``model.w = ...``,
-    ``model.blocks[1] = Block()`` since the copy), so the compile reads what eager would. A copy a
-    transform replaced is the transform's, and is left alone. Whatever else made this call miss
-    (an input's dtype), the new entry never reads a tensor the model no longer holds."""
-    wrapper = _wrapper_of_module(fn)
-    copies = None if wrapper is None else _COPIED.get(wrapper, create=False)
-    if not copies:
-        return
-    held = {"_parameters": wrapper._overrides_parameters, "_buffers": wrapper._overrides_buffers,
-            "_modules": wrapper._module_cache}
-    root = wrapper._model.__dict__
-    for entry in copies:
-        kind, at, name, full, ref = entry
-        old = ref()
-        if old is None or held[kind].get(full) is not old:
-            continue
-        if kind == "_modules":
-            now = _module_at(root, at)[0]
-        else:
-            d = _module_at(root, at)[1]
-            now = None if d is None else d[kind].get(name)
-        if now is None:  # removed from the model: the wrapper asks the model (which raises, as eager)
-            del held[kind][full]
-        elif now is not old:
-            held[kind][full] = now
-            entry[4] = weakref.ref(now)
-
-
-def patches() -> list[Patch]:
-    return [attribute(ThunderModule, "__init__", _remember_copies,
-                      "a ThunderModule remembers what it copied from the model, to follow rebinding", wrap=True)]

@@ -27,7 +27,7 @@ from metatrace.guards.content_reads import ContentReads
 from metatrace.guards.program_builder import add_prologue_constraints
 from metatrace.guards.structure import add_number_type_constraint, add_structure_constraints
 from metatrace.patching import Patch, attribute
-from metatrace.interpret.called_modules import follow_the_model
+from metatrace.interpret.wrapper_copies import follow_the_model
 
 def _interpret(original):
     def interpret(fn, *args, **kwargs):

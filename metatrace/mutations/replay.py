@@ -18,15 +18,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import thunder.core.jit_ext as jit_ext
+import torch
 from thunder.core.interpreter import PseudoInst
 from thunder.core.prims import OpTags
 from thunder.core.proxies import Proxy
 from thunder.core.trace import tracectx
 
 from metatrace.guards import provenance, registry
+from metatrace.interpret.wrapper_copies import follow_stores, wrapper_of_module
 from metatrace.state.compile_session import session
 from metatrace.mutations.templates import Templates, epilogue_operator_rows
 from metatrace.patching import Patch, attribute
@@ -45,12 +49,28 @@ class ReplayStep:
 @dataclass(frozen=True)
 class ReplayPlan:
     steps: tuple
+    # the jitted module's ThunderModule (a weak reference), and the ``_buffers`` and
+    # ``_parameters`` dicts of the model's modules the steps may store into: (target template,
+    # dict name, dotted prefix, whether the target is the module rather than the dict)
+    wrapper: Any = None
+    module_dicts: tuple = ()
 
     def run(self, leaves: tuple) -> None:
         memo: dict = {}
+        dicts = [(_module_dict(t.build(leaves, memo), kind, of_module), kind, prefix)
+                 for t, kind, prefix, of_module in self.module_dicts]
+        before = [dict(d) for d, _, _ in dicts]
         for step in self.steps:
             step.fn(step.target.build(leaves, memo), *(a.build(leaves, memo) for a in step.args),
                     **{k: v.build(leaves, memo) for k, v in step.kwargs})
+        wrapper = self.wrapper() if self.wrapper is not None else None
+        if wrapper is not None:  # (``self.avg = ...``: the wrapper's copy moves with the model's buffer)
+            for (d, kind, prefix), was in zip(dicts, before):
+                follow_stores(wrapper, kind, prefix, was, d)
+
+
+def _module_dict(target, kind: str, of_module: bool) -> dict:
+    return target.__dict__[kind] if of_module else target
 
 
 def _replay(plan_id: str, *leaves) -> None:
@@ -61,7 +81,7 @@ def _meta(plan_id: str, *leaves) -> None:
     return None
 
 
-def _plan(log, computation_trace, epilogue_trace) -> tuple[ReplayPlan, list]:
+def _plan(log, computation_trace, epilogue_trace, fn) -> tuple[ReplayPlan, list]:
     proxies: dict[int, Proxy] = {}
 
     def object_proxy(pr) -> Proxy:
@@ -82,7 +102,36 @@ def _plan(log, computation_trace, epilogue_trace) -> tuple[ReplayPlan, list]:
         where = m.line or "the jitted function"
         steps.append(ReplayStep(m.fn, templates.target(m.target), tuple(templates.of(a, where) for a in m.args),
                                 tuple((k, templates.of(v, where)) for k, v in m.kwargs.items())))
-    return ReplayPlan(tuple(steps)), templates.leaves
+    wrapper = wrapper_of_module(fn)
+    module_dicts = _module_dicts(log, templates) if wrapper is not None else ()
+    plan = ReplayPlan(tuple(steps), weakref.ref(wrapper) if module_dicts else None, module_dicts)
+    return plan, templates.leaves
+
+
+def _module_dicts(log, templates) -> tuple:
+    """The ``_buffers``/``_parameters`` dicts of the model's modules the replay may store into,
+    with their prefixes: of a module it stores an attribute on (``self.avg = ...``:
+    ``nn.Module.__setattr__`` puts a tensor there), or the dict itself (``register_buffer``)."""
+    out, seen = [], set()
+    for m in log.mutations:
+        known = log.sources.get(id(m.target))
+        if id(m.target) in seen or known is None or known[0] is not m.target:
+            continue
+        seen.add(id(m.target))
+        if isinstance(m.target, torch.nn.Module):
+            root, path = provenance.submodule_path(known[1])
+            kinds = ("_buffers", "_parameters")
+        elif type(m.target) is dict:
+            step = provenance.last_read(known[1])
+            if step is None or step.kind is not provenance.Read.ATTR or step.key not in ("_buffers", "_parameters"):
+                continue
+            (root, path), kinds = provenance.submodule_path(step.base), (step.key,)
+        else:
+            continue
+        if provenance.is_jitted_function(root):
+            prefix = "".join(f"{name}." for name in path)
+            out += [(templates.target(m.target), kind, prefix, type(m.target) is not dict) for kind in kinds]
+    return tuple(out)
 
 
 def _replayed(log):
@@ -122,7 +171,7 @@ def _process(original):
         if log is not None and log.mutations:
             from thunder.core.trace import get_tracectx
 
-            plan, leaves = _plan(log, get_tracectx(), epilogue_trace)
+            plan, leaves = _plan(log, get_tracectx(), epilogue_trace, session(ctx).fn)
             plan_id = registry.new_id("r")
             registry.REPLAYS[plan_id] = plan
             with tracectx(epilogue_trace):

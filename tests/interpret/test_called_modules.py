@@ -278,3 +278,57 @@ def test_a_removed_buffer_raises_as_eager_does(enabled):
     del model.scale
     with pytest.raises(AttributeError, match="scale"):
         jm(torch.randn(3, 4))
+
+
+# A tensor the forward itself rebinds on the module: one compile, eager's values -------------
+
+
+class Averaging(torch.nn.Module):
+    """An exponential average kept by rebinding its buffers (``self.avg = ...``), here and in a
+    submodule."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("avg", torch.zeros(2))
+        self.inner = torch.nn.Module()
+        self.inner.register_buffer("steps", torch.zeros(()))
+
+    def forward(self, x):
+        self.avg = self.avg * 0.5 + x.mean(0)
+        self.inner.steps = self.inner.steps + 1
+        return x - self.avg + self.inner.steps
+
+
+def _averaging_calls():
+    eager, model = Averaging(), Averaging()
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    same = []
+    for n in (2, 3, 5, 5, 2):
+        x = torch.arange(n * 2.0).reshape(n, 2)
+        same.append(torch.allclose(jm(x), eager(x)))
+    return same, eager, model, jm
+
+
+def test_a_buffer_rebound_by_forward_gives_eagers_results(enabled):
+    assert _averaging_calls()[0] == [True] * 5
+
+
+def test_a_buffer_rebound_by_forward_is_the_models(enabled):
+    _, eager, model, _ = _averaging_calls()
+    torch.testing.assert_close(model.avg, eager.avg)
+
+
+def test_a_submodules_buffer_rebound_by_forward_is_the_models(enabled):
+    _, eager, model, _ = _averaging_calls()
+    torch.testing.assert_close(model.inner.steps, eager.inner.steps)
+
+
+def test_a_buffer_rebound_by_forward_keeps_one_entry(enabled):
+    assert thunder.cache_misses(_averaging_calls()[3]) == 1
+
+
+def test_a_buffer_rebound_by_forward_then_by_the_user_is_followed(enabled):
+    _, eager, model, jm = _averaging_calls()
+    model.avg, eager.avg = torch.full((2,), 7.0), torch.full((2,), 7.0)
+    x = torch.ones(3, 2)
+    torch.testing.assert_close(jm(x), eager(x))
