@@ -224,6 +224,23 @@ class BoundMethod:
         return f"method {self.func!r} of {self.owner!r}"
 
 
+class BuiltinBound:
+    """A C method bound to its object (``int.from_bytes``, ``d.get``) is a new object on every
+    read too: the same name bound to the same object (its ``__self__`` is not a module: a C
+    function of a module, ``math.sqrt``, is one object, checked by identity)."""
+
+    __slots__ = ("name", "owner")
+
+    def __init__(self, m: types.BuiltinMethodType):
+        self.name, self.owner = m.__name__, Identity(m.__self__)
+
+    def matches(self, v) -> bool:
+        return type(v) is types.BuiltinMethodType and v.__name__ == self.name and self.owner.matches(v.__self__)
+
+    def __repr__(self) -> str:
+        return f"method {self.name} of {self.owner!r}"
+
+
 class MethodOf:
     """A method read from the object it is bound to (``obj.scale``): its function; its
     ``__self__`` is that object by construction (the object is checked on its own)."""
@@ -367,6 +384,8 @@ def _expect(x: Any, owner: Any, budget: list[int] | None) -> Any:
         return Once(x)
     if type(x) is types.MethodType:
         return MethodOf(x.__func__) if owner is not None and x.__self__ is owner else BoundMethod(x)
+    if type(x) is types.BuiltinMethodType and x.__self__ is not None and not isinstance(x.__self__, types.ModuleType):
+        return BuiltinBound(x)
     return Same(x)  # IDENTITY, DEFAULT
 
 

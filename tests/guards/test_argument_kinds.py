@@ -26,6 +26,7 @@ import thunder
 import torch
 
 import metatrace
+from metatrace.guards import classify
 from fuzz_programs import _same
 
 SYMBOLIC = "symbolic values"
@@ -368,3 +369,25 @@ def test_a_dead_identity_matches_nothing(enabled):
     del o
     gc.collect()
     assert not check.matches(None)
+
+
+# A C method bound to its object is a new object on every read: checked by name and object ----
+
+_C_METHODS = {  # (object, name, another object with that method): read twice, it is two objects
+    "a class's classmethod": (int, "from_bytes", bool),
+    "a dict's method": ({"a": 1}, "get", {"a": 1}),
+    "a list's method": ([1], "index", [1]),
+    "a str's method": ("ab", "upper", "cd"),
+}
+
+
+@pytest.mark.parametrize("case", _C_METHODS)
+def test_a_c_method_read_again_matches(case):
+    obj, name, _ = _C_METHODS[case]
+    assert classify.expect(getattr(obj, name)).matches(getattr(obj, name))
+
+
+@pytest.mark.parametrize("case", _C_METHODS)
+def test_a_c_method_of_another_object_does_not_match(case):
+    obj, name, other = _C_METHODS[case]
+    assert not classify.expect(getattr(obj, name)).matches(getattr(other, name))
