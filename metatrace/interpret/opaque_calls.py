@@ -40,7 +40,8 @@ import types
 import thunder.core.interpreter as interpreter
 import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import (
-    INTERPRETER_SIGNALS, WrappedValue, _interpret_call, do_raise, is_opaque, unwrap, wrap, wrap_const,
+    INTERPRETER_SIGNALS, WrappedValue, _interpret_call, do_raise, is_opaque, unwrap, wrap, wrap_attribute,
+    wrap_const,
 )
 from thunder.core.proxies import NumberProxy
 
@@ -257,6 +258,8 @@ def before_call(compilectx, fn, args: tuple, kwargs: dict):
     """The call to dispatch instead, as ``(fn, args, kwargs)`` (numbers' values for an opaque
     callable), or a :class:`Result` (a number proxy's conversion, an error of the values)."""
     ufn = unwrap(fn)
+    if type(ufn) is _LRU_CACHE_WRAPPER and type(fn) is WrappedValue:
+        fn, ufn = _memoized_function(fn), ufn.__wrapped__
     if not kwargs and _conversion(ufn, args) is not None:
         return Result(_converting(ufn, args))
     if (callable(ufn) and _would_call_opaque_cheap(ufn, args, kwargs) and not _from_thunder()
@@ -269,6 +272,19 @@ def before_call(compilectx, fn, args: tuple, kwargs: dict):
             new_fn, args, kwargs = call
             fn = fn if new_fn is None else new_fn
     return fn, args, kwargs
+
+
+# ``functools.lru_cache``/``functools.cache``'s C wrapper: it called the user's function outside
+# the interpreter (a mask built with ``torch.tril(torch.ones(n, n))`` came back as a real tensor
+# the prologue could not unpack, and the cache kept a function of one size).
+_LRU_CACHE_WRAPPER = type(functools.lru_cache(None)(lambda: None))
+
+
+def _memoized_function(fn: WrappedValue) -> WrappedValue:
+    """The function a ``functools.lru_cache`` wraps, interpreted in its place: a memo of a pure
+    function returns what calling it returns, and the trace computes it for every size (the
+    cache's own state, its hits and entries, is not kept while tracing)."""
+    return wrap_attribute(fn.value.__wrapped__, fn, wrap_const("__wrapped__"))
 
 
 def _would_call_opaque_cheap(fn, args, kwargs) -> bool:
