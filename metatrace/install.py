@@ -29,7 +29,9 @@ from metatrace.interpret import (
     interpreter_costs, jit_hooks, library_state, lookasides, module_methods, module_state, opaque_calls, state_reads,
     tensor_metadata, values_as_text, wrapper_copies,
 )
-from metatrace.mutations import cells as cell_stores, record as mutation_records, replay as mutation_replay, returned_objects
+from metatrace.mutations import (
+    cells as cell_stores, raising_calls, record as mutation_records, replay as mutation_replay, returned_objects,
+)
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs
 from metatrace.metas import oblivious_sites, python_executor, raising_symbols
 from metatrace.metas.torch_ops import (
@@ -144,6 +146,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         dropped_stores.patches,
         # stores into pre-existing objects: recorded, undone after tracing, replayed by the epilogue
         mutation_records.patches, cell_stores.patches, mutation_replay.patches, returned_objects.patches,
+        raising_calls.patches,  # (after the undo's rows: a raising call runs eagerly once the undo is done)
         lookasides.patches, generator_throw.patches,
         custom_getattribute.patches,
         library_state.patches,

@@ -17,7 +17,11 @@ method, ``setattr``/``delattr`` and ``object.__setattr__``) is:
    (:mod:`.templates`). A stored value that cannot be rebuilt raises a
    :class:`metatrace.MetatraceError` naming the object and the line.
 
+Where the function raises while it is traced, the undo of step 2 leaves the state as it was
+before the call, and the call then runs eagerly (:mod:`.raising_calls`): eager's mutations up to
+its raise, and eager's exception.
+
 Pipeline: :mod:`.log` (what one compile recorded) <- :mod:`.record` (the lookasides) ->
 :mod:`.templates` (values as the epilogue rebuilds them) -> :mod:`.replay` (the epilogue
-operator, the undo).
+operator, the undo) -> :mod:`.raising_calls` (a call that raises while traced, after the undo).
 """

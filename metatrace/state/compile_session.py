@@ -36,6 +36,9 @@ class CompileSession:
     called_modules: Any = None
     # the stores into objects that existed before the call (metatrace.mutations.log.MutationLog)
     mutations: Any = None
+    # the exception the interpreted function raised, until the compile's context exits
+    # (metatrace.mutations.raising_calls: the call then runs eagerly, for eager's state and exception)
+    raised: BaseException | None = None
     # which containers the trace read, and the contents checks to relax (metatrace.guards.content_reads)
     content_reads: Any = None
     # id -> (object, record): mutable defaults of the functions the trace calls, which thunder binds
