@@ -35,8 +35,8 @@ from metatrace.mutations import (
 from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs
 from metatrace.metas import oblivious_sites, python_executor, raising_symbols
 from metatrace.metas.torch_ops import (
-    auto_registered, custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, torch_decompositions,
-    torch_executor_fixes, torch_metas, type_promotion,
+    auto_registered, custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, instance_norm, losses,
+    multi_head_attention, torch_decompositions, torch_executor_fixes, torch_metas, type_promotion,
 )
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
@@ -174,7 +174,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         raising_symbols.patches,
         string_constants.patches,
         torch_metas.patches,
-        torch_decompositions.patches,
+        torch_decompositions.patches, losses.patches, instance_norm.patches, multi_head_attention.patches,
         data_dependent_ops.patches,
         torch_executor_fixes.patches, type_promotion.patches,
         data_dependent.patches,
