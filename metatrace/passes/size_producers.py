@@ -5,6 +5,8 @@ defined; its ``patches()`` rows put the wrappers in place.
   (``restore_producers``: dead-code elimination keeps a bound symbol only if an *argument* of a
   kept one uses its output, and the split puts a number op in the forward only if the forward
   uses its output as an argument, while a size symbol is often used only inside a tensor's shape).
+  Before the split, ``shape`` bindings stop re-binding sizes bound already (``rebindings``): the
+  split takes a bound symbol outputting a name the forward needs as forward, backward or not.
 - executor passes (``transform_for_execution``) call the executors' symbols again, which reruns
   the metas: with recording off they made fresh, undefined sizes (``t154: f32[i118, ...]``).
   Recording stays on through them, so those sizes are computed (or folded to existing symbols)
@@ -34,6 +36,7 @@ from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 from metatrace.state.compile_context import compile_step
 from metatrace.passes.keep_size_names import keep_size_names
+from metatrace.passes.rebindings import without_rebindings
 from metatrace.passes.restore_producers import restore_size_producers
 from metatrace.patching import Patch, attribute
 
@@ -52,10 +55,12 @@ def _dce(original):
 def _split_into_forward_and_backward(original):
     @functools.wraps(original)
     def split_into_forward_and_backward(joint_trace):
+        if not using_symbolic_values():
+            return original(joint_trace)
+        # (a binding that re-binds a forward name would pull its backward tensor into the forward)
+        joint_trace = without_rebindings(joint_trace)
         forward, backward = original(joint_trace)
-        if using_symbolic_values():
-            forward = restore_size_producers(joint_trace, forward)
-        return forward, backward
+        return restore_size_producers(joint_trace, forward), backward
 
     return split_into_forward_and_backward
 
