@@ -32,11 +32,14 @@ from metatrace.interpret import (
 from metatrace.mutations import (
     cells as cell_stores, raising_calls, record as mutation_records, replay as mutation_replay, returned_objects,
 )
-from metatrace.passes import distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs
+from metatrace.passes import (
+    distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs, view_writes,
+)
 from metatrace.metas import oblivious_sites, python_executor, raising_symbols
 from metatrace.metas.torch_ops import (
-    auto_registered, custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, instance_norm, losses,
-    multi_head_attention, torch_decompositions, torch_executor_fixes, torch_metas, type_promotion,
+    auto_registered, custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, inplace_methods,
+    instance_norm, losses, multi_head_attention, torch_decompositions, torch_executor_fixes, torch_metas,
+    type_promotion,
 )
 from metatrace.codegen.generate import prim_symbols
 from metatrace.guards.explain import configure_from_environment
@@ -180,7 +183,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         data_dependent.patches,
         custom_ops.patches,
         histc.patches,
-        inplace_casts.patches,
+        inplace_casts.patches, inplace_methods.patches,
         python_executor.patches,
         float_numbers.patches,
         prologue_op.patches,
@@ -192,7 +195,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         # later stages: every trace keeps producers for its size symbols
         size_producers.patches,
         symbol_costs.patches if with_fast_paths else list,
-        grad_transform.patches,
+        grad_transform.patches, view_writes.patches,
         fusion_regions.patches,
         distributed.patches,
         # the collector paced for the compile's phases (wrapping what the rows above installed there)

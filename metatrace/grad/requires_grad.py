@@ -12,6 +12,9 @@ the prims; factories (``zeros_like`` is ``prims.full``) take no tensor and get F
 - ``Symbol.__call__``: a prim's fresh tensor outputs get eager's flag. An auto-registered torch
   op ran eager's own rule on fake tensors (``detach`` gives False): it keeps its flag, and the
   trace's grad mode.
+- an in-place write changes its destination's flag and its views' (``metatrace.grad.inplace_writes``);
+  a torch function called with ``out=`` follows eager's rules for it
+  (``metatrace.metas.torch_ops.inplace_methods``).
 - ``torch.floor_divide`` of a tensor requiring grad raises as eager does (eager has no derivative).
 - ``thunder.CacheEntry.__new__``: which flat outputs eager returns without grad, read from the entry's
   first computation trace (whose return lists the outputs in the order the forward trace
@@ -20,6 +23,8 @@ the prims; factories (``zeros_like`` is ``prims.full``) take no tensor and get F
   autograd.Function (the backward still receives a zero cotangent for each, as before).
 - the grad mode the function leaves (``torch.set_grad_enabled(False)`` called as a function):
   set on every call the entry serves, not only the call that compiled it.
+- ``x.requires_grad`` read in the function: the flag as it is at the read (thunder's interpreter
+  remembered the first read's answer on the tensor's wrapper).
 - ``torch.is_grad_enabled()`` inside the function: the trace's mode (thunder read the caller's).
 - ``torch.inference_mode()`` inside the function: no grad inside, as thunder's ``no_grad``
   (thunder ran its ``__enter__`` opaquely, switching nothing in the trace).
@@ -28,9 +33,11 @@ the prims; factories (``zeros_like`` is ``prims.full``) take no tensor and get F
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 
 import thunder
+import thunder.core.interpreter as interpreter
 import thunder.core.jit_ext as jit_ext
 import thunder.executors.torch_autograd as torch_autograd
 import torch
@@ -45,7 +52,9 @@ from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx
 
 from metatrace.state.compile_context import CONNECTING_OUTPUTS
-from metatrace.grad import scalar_tensor_grads
+from metatrace.grad import inplace_writes, scalar_tensor_grads
+from metatrace.metas.proxy_edits import set_requires_grad
+from metatrace.metas.torch_ops import inplace_methods
 from metatrace.patching import Patch, attribute, item
 from metatrace.proxies.plain_trees import plain_leaves
 
@@ -64,16 +73,28 @@ NOT_DIFFERENTIABLE = {"torch.floor_divide": "aten::floor_divide"}
 def _call(original):
     @functools.wraps(original)
     def __call__(self, *args, **kwargs):
+        if kwargs.get("out") is not None and get_tracectx() is not None and not _takes_out(self):
+            return inplace_methods.call_with_out(self, functools.partial(__call__, self), args, kwargs)
         if self.id in NOT_DIFFERENTIABLE and get_tracectx() is not None:
             _refuse_gradient(self, args, kwargs)
         if self is _PUT_GRAD:  # (the one call that needs it: one identity test on every call)
             args = scalar_tensor_grads.summed_to_scalar(self, args)
         result = original(self, *args, **kwargs)
-        if self.is_prim and get_tracectx() is not None and (cd := get_compile_data()) is not None:
-            _set_eager_flags(self, args, kwargs, result, cd.is_grad_enabled)
+        if get_tracectx() is not None and (cd := get_compile_data()) is not None:
+            if self.is_prim:
+                _set_eager_flags(self, args, kwargs, result, cd.is_grad_enabled)
+            inplace_writes.after_call(self, args, kwargs, result, cd.is_grad_enabled)
         return result
 
     return __call__
+
+
+def _takes_out(sym) -> bool:
+    """Whether thunder's symbol handles ``out=`` itself (few do; asked only when one is passed)."""
+    try:
+        return "out" in inspect.signature(sym.meta).parameters
+    except (TypeError, ValueError):
+        return True
 
 
 def _refuse_gradient(sym, args, kwargs) -> None:
@@ -106,7 +127,7 @@ def _set_eager_flags(sym, args, kwargs, result, grad_enabled: bool) -> None:
     ids = {id(x) for x in inputs}
     for out in _tensor_proxies(result):
         if id(out) not in ids:
-            out._requires_grad = flag_of(out)
+            set_requires_grad(out, flag_of(out))
 
 
 def _cache_entry(original):
@@ -205,6 +226,19 @@ def _exit_lookaside(self, *exc):
     return _interpret_call(_interpreted_exit, self, *exc)
 
 
+def _wrap_attribute(original):
+    @functools.wraps(original)
+    def wrap_attribute(plain_result, obj, name):
+        result = original(plain_result, obj, name)
+        if name.value == "requires_grad" and type(obj.value) is TensorProxy:
+            # not remembered on the tensor's wrapper, as other attributes are: an in-place write
+            # changes the flag (``metatrace.grad.inplace_writes``) and the next read must see it
+            obj.attribute_wrappers.pop("requires_grad", None)
+        return result
+
+    return wrap_attribute
+
+
 def _is_grad_enabled():
     """``torch.is_grad_enabled()`` in the function: the trace's grad mode (no_grad's and
     enable_grad's ``__enter__`` read it for the mode to restore: the real one restored the
@@ -223,6 +257,8 @@ def patches() -> list[Patch]:
                   "outputs eager returns without grad are connected as non-differentiable", wrap=True),
         attribute(torch_autograd.ThunderOutputFunction, "forward", _output_forward,
                   "marks the outputs eager returns without grad non-differentiable", wrap=True),
+        attribute(interpreter, "wrap_attribute", _wrap_attribute,
+                  "a tensor's requires_grad is read as it is now, not as first read", wrap=True),
         item(jit_ext._general_jit_lookaside_map, torch.is_grad_enabled, jit_ext.interpreter_needs_wrap(_is_grad_enabled),
              "torch.is_grad_enabled() reads the trace's grad mode", label=general),
         item(jit_ext._general_jit_lookaside_map, mode.__enter__, _enter_lookaside,

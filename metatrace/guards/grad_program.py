@@ -13,10 +13,11 @@ reservation and removed when taken: no attribute of metatrace's on thunder's obj
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from thunder.core.proxies import NumberProxy, TensorProxy
 
+from metatrace.guards.collect import GuardCollector
 from metatrace.guards.compiled_program import GuardProgram, ProgramConstraint, input_sizes_and_numbers
 from metatrace.guards.registry import PROGRAMS, function_record, new_id
 
@@ -31,6 +32,9 @@ class PendingGradProgram:
     shown: list[str]  # their names in guard texts (``x.shape[0]``)
     sizes: set[str]  # the renamed names that are tensor sizes (known >= 0)
     forward_texts: frozenset[str]  # plain texts of the guards the forward's program checks (not checked twice)
+    # what the steps between the prologue and the grad transform decide goes here too
+    # (``passes.view_writes``), then the transform's own decisions
+    collector: GuardCollector = field(default_factory=GuardCollector)
 
 
 def reserve_grad_program(ctx, inputs, names: dict[str, str], display: dict[str, str], forward_texts=()) -> None:
@@ -58,6 +62,12 @@ def reserve_grad_program(ctx, inputs, names: dict[str, str], display: dict[str, 
         frozenset(forward_texts),
     )
     ctx.add_constraint((ProgramConstraint(program_id), *leaves))
+
+
+def pending_grad_program() -> PendingGradProgram | None:
+    """The reservation of the compile running, left in place for the grad transform."""
+    record = function_record()
+    return record.pending_grad if record is not None else None
 
 
 def take_pending_grad_program() -> PendingGradProgram | None:

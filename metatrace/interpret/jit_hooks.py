@@ -20,6 +20,7 @@ from metatrace.state import compile_context
 from metatrace.guards import provenance
 from metatrace.state.compile_session import session
 from metatrace.state.compile_context import compile_step
+from metatrace.metas.proxy_edits import restore_input_flags
 from metatrace.guards.explain import log_miss
 from metatrace.guards.grad_program import reserve_grad_program
 from metatrace.guards.collect import GuardCollector
@@ -94,6 +95,7 @@ def check_defaults(ctx, fn) -> None:
 
 def _propagate_constraints(original):
     def propagate_constraints(ctx, inputs, intermediates, computation_trace):
+        restore_input_flags(computation_trace, inputs)  # (before anything reads the inputs' flags)
         original(ctx, inputs, intermediates, computation_trace)
         if session(ctx).content_reads is not None:
             session(ctx).content_reads.settle()  # (tracing is over: which containers it read is known)

@@ -1,7 +1,7 @@
 """The one place metatrace changes a thunder proxy in place.
 
 thunder's proxies are shared between traces and have no API to change them, so metatrace edits
-them in place, here only, in three cases:
+them in place, here only, in four cases:
 
 - a tensor's sizes renamed (:func:`set_shape`): thunder renames input proxies after interpreting
   (``i3`` becomes the argument ``i``) but not the size symbols inside tensor shapes
@@ -9,6 +9,9 @@ them in place, here only, in three cases:
   (``metatrace.passes.keep_size_names``);
 - a fallback prim's output sizes made constants (:func:`set_shape` too): the cache entry pins
   them, and no size symbol may lack a producer (``metatrace.metas.recording.fallback_meta``);
+- a tensor's ``requires_grad`` set as eager sets it (:func:`set_requires_grad`): thunder's metas
+  give an output its first input's flag, and an in-place write changes its destination's
+  (``metatrace.grad``); an input's is given back after interpretation (:func:`restore_input_flags`);
 - a number just recorded as a tensor's element count given a callable class
   (:func:`give_class`): thunder calls ``a.numel()`` as well as reading ``a.numel``
   (``metatrace.proxies.numel``). Only a proxy nothing else holds yet may change class.
@@ -20,6 +23,8 @@ import functools
 import operator
 
 from thunder.core.proxies import Proxy, TensorProxy
+
+from metatrace.state.view_families import VIEW_FAMILIES
 
 
 def numel_of_current_shape(p: TensorProxy):
@@ -46,3 +51,22 @@ def give_class(p: Proxy, cls: type) -> None:
     """``p`` becomes an instance of ``cls`` (a subclass of its class adding behaviour, no state)."""
     assert issubclass(cls, type(p)), (cls, type(p))
     p.__class__ = cls
+
+
+def set_requires_grad(p: TensorProxy, flag: bool) -> None:
+    """``p.requires_grad`` is ``flag`` from now on: thunder's metas give an output its first
+    input's flag, and an in-place write changes its destination's (``metatrace.grad``)."""
+    p._requires_grad = flag
+
+
+def restore_input_flags(trace, inputs) -> None:
+    """The inputs (thunder's Variables) among the proxies an in-place write made require grad
+    (``metatrace.grad.inplace_writes``) get their flag back once the function is interpreted: the
+    caller's tensor keeps its own, and the prologue checks it by the proxy's."""
+    families = VIEW_FAMILIES.get(trace, create=False)
+    if families is None or not families.raised:
+        return
+    raised = {id(p) for p in families.raised}
+    for v in inputs:
+        if id(v.proxy) in raised:
+            set_requires_grad(v.proxy, False)

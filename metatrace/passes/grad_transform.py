@@ -6,7 +6,8 @@ in the order they run.
 2. The guard program the prologue reserved for this compile's grad transform is taken
    (``guards.grad_program``; None when no tensor input requires grad).
 3. thunder's transform runs as a functional compile step whose concretizations (autograd rules
-   that read sizes) go to a collector of their own.
+   that read sizes) go to the reserved program's collector (after those of the steps before it:
+   ``passes.view_writes``).
 4. They fill the reserved program (``grad.deferred_guards``): a reused entry's backward was
    built for sizes that pass them.
 5. Size producers a grad rule recorded late move up to before their first use
@@ -22,7 +23,6 @@ from thunder.core.compile_data import using_symbolic_values
 
 from metatrace.gc_pacing import paced
 from metatrace.grad.deferred_guards import fill_grad_program
-from metatrace.guards.collect import GuardCollector
 from metatrace.guards.grad_program import take_pending_grad_program
 from metatrace.state.compile_context import compile_step
 from metatrace.passes.hoist_producers import hoist_size_producers
@@ -38,7 +38,7 @@ def _grad_transform_on_trace(original):
             if pending is None:
                 result = original(trace, *args, **kwargs)
             else:
-                collector = GuardCollector()
+                collector = pending.collector
                 with compile_step(collector, functional=True):
                     result = original(trace, *args, **kwargs)
                 fill_grad_program(pending, collector, [trace, result])

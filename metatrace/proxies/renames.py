@@ -8,7 +8,9 @@ computation trace would show the stale name with no definition. The wrapper belo
 symbols too; tensor proxies are shared between traces, so this is done in place, once.
 Under symbolic values a TensorProxy's ``numel`` is a closure over the shape it was built with,
 so it is replaced by one that reads the renamed shape (else the grad transform's
-``a.numel`` brought the stale names back, into backward traces).
+``a.numel`` brought the stale names back, into backward traces). The renamed copy of a tensor,
+made when the interpreter stored it in a variable, takes the tensor's ``requires_grad`` as it is
+at the end (an in-place write may have changed it since).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import functools
 import thunder.core.jit_ext as jit_ext
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 
-from metatrace.metas.proxy_edits import set_shape
+from metatrace.metas.proxy_edits import set_requires_grad, set_shape
 from metatrace.patching import Patch, attribute
 
 def proxy_outputs(x):
@@ -71,6 +73,10 @@ def _apply_trace_proxy_rename(original):
         # (thunder's input proxies): what was computed from the old ones follows the new ones.
         for v, new in swapmap.items():
             if isinstance(v.proxy, TensorProxy) and isinstance(new, TensorProxy):
+                # The renamed copy was made when the tensor was stored in a variable; an in-place
+                # write after that may have made the tensor require grad (metatrace.grad.inplace_writes).
+                if new._requires_grad != v.proxy._requires_grad:
+                    set_requires_grad(new, v.proxy._requires_grad)
                 for was, now in zip(v.proxy._shape, new._shape):
                     if isinstance(was, NumberProxy) and isinstance(now, NumberProxy) and was.name != now.name:
                         renames.setdefault(was.name, now)

@@ -438,8 +438,8 @@ def test_guards_are_told_apart_by_their_reasons_kind_not_its_text():
 
 def test_proxies_are_changed_in_place_in_one_module():
     """thunder's proxies are shared between traces: metatrace changes one (its shape, numel or
-    class) only through ``metatrace.metas.proxy_edits``, which says when that is safe."""
-    edited = {"_shape", "_numel", "__class__"}
+    class, requires_grad) only through ``metatrace.metas.proxy_edits``, which says when that is safe."""
+    edited = {"_shape", "_numel", "__class__", "_requires_grad"}
     found = sorted(
         f"{p.relative_to(PACKAGE)}:{node.lineno}" for p in PACKAGE.rglob("*.py")
         if str(p.relative_to(PACKAGE)) != "metas/proxy_edits.py"

@@ -27,9 +27,10 @@ def lookaside(fn: Callable) -> Callable:
     )
 
 
-def rows(table, why: str) -> list[Patch]:
+def rows(table, why: str, *, add_method: bool = False) -> list[Patch]:
     """``table``: (torch function or None, Tensor method or None, the method's name in thunder's
-    method table or None, decomposition) per row."""
+    method table or None, decomposition) per row. ``add_method``: the method table gets the name
+    even where thunder has none (a method thunder lacks)."""
     methods = importlib.import_module("thunder.torch.langctx")._method_name_to_fn_map
     out = []
     for function, method, method_name, decomposition in table:
@@ -37,6 +38,6 @@ def rows(table, why: str) -> list[Patch]:
         for fn in (function, method, decomposition):
             if fn is not None:
                 out.append(item(jit_ext._general_jit_lookaside_map, fn, wrapped, why, label=_GENERAL))
-        if method_name is not None and method_name in methods:
+        if method_name is not None and (add_method or method_name in methods):
             out.append(item(methods, method_name, decomposition, why, label=_METHODS))
     return out
