@@ -25,9 +25,9 @@ from metatrace.grad import requires_grad, rules, saved_values
 from metatrace.guards import module_paths, prologue_op
 from metatrace.interpret import (
     argument_reads, attribute_presence, c_mutations, call_hooks, callee_checks, container_builtins,
-    custom_getattribute, dict_literals, dropped_stores, fast_paths, gc_pacing_phases, generator_throw,
-    interpreter_costs, jit_hooks, library_state, lookasides, module_methods, module_state, opaque_calls, state_reads,
-    tensor_metadata, values_as_text, wrapper_copies,
+    custom_getattribute, dict_literals, dropped_stores, eager_sizes, eager_views, fast_paths, gc_pacing_phases,
+    generator_throw, interpreter_costs, jit_hooks, library_state, lookasides, module_methods, module_state,
+    opaque_calls, sequence_results, state_reads, tensor_metadata, values_as_text, wrapper_copies,
 )
 from metatrace.mutations import (
     cells as cell_stores, raising_calls, record as mutation_records, replay as mutation_replay, returned_objects,
@@ -146,7 +146,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         fast_paths.patches if with_fast_paths else list,
         renames.patches,
         module_state.patches, wrapper_copies.patches,
-        dropped_stores.patches,
+        dropped_stores.patches, eager_views.patches,  # (before the mutation records: they wrap its set updates)
         # stores into pre-existing objects: recorded, undone after tracing, replayed by the epilogue
         mutation_records.patches, cell_stores.patches, mutation_replay.patches, returned_objects.patches,
         raising_calls.patches,  # (after the undo's rows: a raising call runs eagerly once the undo is done)
@@ -155,7 +155,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         library_state.patches,
         container_builtins.patches,
         dict_literals.patches,
-        values_as_text.patches,
+        values_as_text.patches, eager_sizes.patches, sequence_results.patches,  # (eager_sizes wraps isinstance)
         state_reads.patches,
         argument_reads.patches,
         attribute_presence.patches,

@@ -86,8 +86,12 @@ ARGUMENT_VALUES = {
     "device": [lambda: torch.device("cpu")],
     "complex": [lambda: complex(1, 2), lambda: complex(0, -0.5)],
     "fraction": [lambda: fractions.Fraction(1, 3), lambda: fractions.Fraction(-2)],
-    "tuple": [lambda: (2, "a"), lambda: (Mode.A, 1.5), lambda: (torch.relu, None), lambda: (slice(1, None),)],
-    "list": [lambda: [1, 2], lambda: [-1, "s", None], lambda: [torch.float64], lambda: []],
+    # (lists and tuples of ints of one length: another value passes the structure check; a tuple
+    # made afresh, not a constant shared with the program's code)
+    "tuple": [lambda: (2, "a"), lambda: (Mode.A, 1.5), lambda: (torch.relu, None), lambda: (slice(1, None),),
+              lambda: tuple([1, 2]), lambda: tuple([2, 2]), lambda: tuple([2, 1])],
+    "list": [lambda: [1, 2], lambda: [-1, "s", None], lambda: [torch.float64], lambda: [], lambda: [2, 2],
+             lambda: [2, 1]],
     "dict": [lambda: {"k": 2, "s": "a"}, lambda: {"k": -1}, lambda: {"act": torch.tanh, "k": 1}, lambda: {}],
 }
 SIGNED = ("int", "float", "complex", "fraction")
@@ -140,10 +144,16 @@ ARGUMENT_TERMS = (
     "(sorted(a) if isinstance(a, dict) else None)", "(dataclasses.is_dataclass(a), isinstance(a, types.SimpleNamespace))",
     "(x * len(a) if isinstance(a, (str, bytes)) else x * 1)", "(a == a)", "(a in (0, 1, 'a', None, Mode.A))",
     "(a.s if hasattr(a, 's') else '')", "(x * a[-1] if isinstance(a, list) and a and type(a[-1]) is int else x * 1)",
+    # a container's numbers hashed, printed or compared by C code, never read one by one (issue 51)
+    "(len(set(a)) if isinstance(a, (list, tuple)) else -1)",
+    "(sorted({*a}) if isinstance(a, list) and all(type(v) is int for v in a) else None)",
+    "(list(dict.fromkeys(a)) if isinstance(a, (list, tuple)) else None)",
+    "(x.new_zeros(len(frozenset(a))) if isinstance(a, (list, tuple)) else x * 1)",
+    "(f'{a}' if isinstance(a, (list, tuple, dict)) else '')", "(a == [1, 2], a == (2, 2))",
 )
-# Text is returned through ``str``/``len``/``.hex()``: a ``bytes`` output and ``str(x.shape)``
-# (thunder's shape is a tuple, not a ``torch.Size``) fail or differ in stock thunder under
-# constant values too, independently of how the text was made.
+# Text is returned through ``str``/``len``/``.hex()``: a ``bytes`` output fails in stock thunder
+# under constant values too, independently of how the text was made. A shape rendered is eager's
+# ``torch.Size`` text (issue 51: thunder's shape is a tuple, ``(2, 3)`` in stock thunder).
 TEXT_TERMS = (
     "str(x.shape[0])", "len(str(n))", "format(x.shape[0], '>4')", "format(r, '.2f')", "format(n, 'x')",
     "format(x.shape[0], 'b')", "'x'.join(map(str, x.shape))", "f'{x.shape[0]:03d}'", "f'{x.shape[0]}-{n}'",
@@ -164,6 +174,8 @@ TEXT_TERMS = (
     "int.from_bytes(bytes([x.shape[0]]), 'little')", "len(str(x.shape[0]).encode())", "'{}'.format(r)",
     "str(r).split('.')[0]", "str(n) + str(x.shape[0])", "' '.join(str(s) for s in x.shape)",
     "max(map(len, map(str, x.shape)))", "(x * 2 if str(x.shape[0]) in '234' else x)",
+    "str(x.shape)", "f'{x.shape}'", "repr(x.size())", "'%s' % (x.shape[1:],)", "'{}'.format(x.shape + (n,))",
+    "str([x.shape, n])", "isinstance(x.shape, torch.Size)", "type(x.size()).__name__", "str((x * 2).sum().shape)",
 )
 MUTATION_STATEMENTS = (
     "acc.append(x.shape[0])", "acc.extend([n, x.shape[0]])", "acc.insert(0, n)", "acc.sort()", "acc.reverse()",

@@ -86,6 +86,9 @@ FAMILIES = {
     "containers": (
         "x[:max(l)] * 1", "x[:min(l)] * 1", "sum(l)", "sorted(l)", "(x * 2 if all(v > 0 for v in l) else x)",
         "(x * 2 if 3 in l else x)", "max(l, key=lambda v: -v)",
+        # C code given the list itself: hashed, printed, compared, concatenated (issue 51)
+        "x.new_zeros(len(set(l)))", "sorted(set(l))", "list(dict.fromkeys(l))", "len({{*l}})", "str(l)",
+        "(x * 2 if l == [1, 2] else x)", "sorted(set(l + [x.shape[0]]))", "x[:max(l + [0])] * 1",
     ),
     # grad modes inside the function, requires_grad read and returned (helpers in Program.source)
     "grad modes": (
@@ -118,6 +121,7 @@ FAMILIES = {
     "metadata": (
         "x.device.type", "str(x.device)", "x.dtype", "str(x.dtype)", "x.dtype.is_floating_point", "x.is_floating_point()",
         "x.element_size()", "x.dtype.itemsize", "x.device == torch.device('cpu')", "x.dtype in (torch.float32, torch.int64)",
+        "str(x.shape)", "f'{{x.size()}}'", "'%s' % (x.shape[1:],)", "isinstance(x.shape, torch.Size)",
     ),
 }
 
@@ -502,4 +506,9 @@ REGRESSIONS = {
     "a signed zero plus zero": (["f'{r + 0}'"], _calls({"r": 0.0}, {"r": -0.0}, {"r": -0.0, "size": 4}), False),
     "a buffer rebound as the dtype changes": (["x * self.w"], _calls({}, {"mutation": "self.w", "dtype": "float64"}),
                                               False),
+    # C code given a list argument read its plain numbers: the entry of [1, 2, 3] served [1, 1, 3]
+    "a set of a list's numbers": (["x.new_zeros(len(set(l)))", "sorted(set(l))"],
+                                  _calls({"l": [1, 2, 3]}, {"l": [1, 1, 3]}, {"l": [3, 2, 1]}), False),
+    "a list concatenated": (["max(l + [0])", "str(l + [x.shape[0]])"], _calls({"l": [1, 2]}, {"l": [3, 2]}), False),
+    "a shape as text": (["str(x.shape)", "f'{x.size()}'"], _calls({}, {"size": 4}), False),
 }

@@ -7,9 +7,11 @@ for (``append``, ``__setitem__``, ...). A C function that changes one in place (
 matched the list (thunder's ``AssertionError: 2 1``), and a pre-existing list's change was
 neither undone after tracing nor replayed on later calls.
 
-- heapq and bisect have pure-Python versions in the standard library (their C accelerators
-  replace them at import); those run under the interpreter instead (:data:`PYTHON_VERSIONS`), so
-  each of their list operations is seen, recorded and replayed like the user's own.
+- heapq and bisect (and ``Counter``'s tally, ``collections._count_elements``) have pure-Python
+  versions in the standard library (their C accelerators replace them at import); those run under
+  the interpreter instead (:data:`PYTHON_VERSIONS`), so each of their list and dict operations is
+  seen, recorded and replayed like the user's own, and a number counted is hashed as a proxy
+  (pinned to its value).
 - Any other opaque call that receives a list, dict or set is checked after it returns
   (:func:`changed_containers`): a changed container raises :class:`CMutationError` naming the
   function and the line, inside the user's code (a ``try`` there sees it).
@@ -50,14 +52,19 @@ def _pure_python(module: str, accelerator: str):
 
 
 def _python_versions() -> dict:
-    """C function -> its pure-Python twin, for the accelerated functions of heapq and bisect."""
+    """C function -> its pure-Python twin, for the accelerated functions of heapq and bisect, and
+    collections' ``_count_elements`` (``Counter(l)``, ``c.update(l)``: it filled the Counter
+    unseen, and thunder's record of it raised ``KeyError``)."""
     import bisect
+    import collections
     import heapq
 
     out = {}
-    for module, accelerator in ((heapq, "_heapq"), (bisect, "_bisect")):
+    # (collections: only the function; its twin classes are other classes than the user's)
+    for module, accelerator, names in ((heapq, "_heapq", None), (bisect, "_bisect", None),
+                                       (collections, "_collections", ("_count_elements",))):
         python = _pure_python(module.__name__, accelerator)
-        for name in dir(module):
+        for name in names or dir(module):
             fn, py_fn = getattr(module, name), getattr(python, name, None)
             if callable(fn) and is_opaque(fn) and py_fn is not None and not is_opaque(py_fn):
                 out[fn] = py_fn

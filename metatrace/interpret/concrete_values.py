@@ -6,7 +6,8 @@ C code renders, hashes or reads a proxy as the Python object it is (``slice(i2=-
 ``{i0=2: 4}`` where eager prints ``slice(-2, None, None)`` and ``{2: 4}``), so every container C
 code walks itself is walked here: exact lists, tuples, sets, dicts, slices and SimpleNamespaces,
 and the standard library's containers built on them (namedtuples, ``OrderedDict``,
-``defaultdict``, ``Counter``, ``deque``), rebuilt as the same type. Any other object is C code's
+``defaultdict``, ``Counter``, ``deque``), rebuilt as the same type, and a tensor's shape
+(:class:`EagerSize`), rebuilt as eager's ``torch.Size``. Any other object is C code's
 own business (its attributes are read through the interpreter, which sees them).
 """
 
@@ -14,11 +15,22 @@ from __future__ import annotations
 
 import collections
 import types
+
+import torch
 from thunder.core.proxies import NumberProxy
 
 from metatrace.metas import concretizations
 
-_SEQUENCES = frozenset({list, tuple, set, frozenset, collections.deque})
+
+class EagerSize(tuple):
+    """A tensor's shape as eager holds it (a ``torch.Size``) while its sizes are proxies, which a
+    ``torch.Size`` cannot hold: made by :mod:`metatrace.interpret.eager_views` for C code, and made
+    a ``torch.Size`` of the values by :func:`concrete` before C code reads it."""
+
+    __slots__ = ()
+
+
+_SEQUENCES = frozenset({list, tuple, set, frozenset, collections.deque, EagerSize})
 _DICTS = frozenset({dict, collections.OrderedDict, collections.defaultdict, collections.Counter})
 
 
@@ -49,6 +61,8 @@ def _rebuilt(x, parts: list):
         return types.SimpleNamespace(**dict(zip(vars(x), parts)))
     if t is collections.deque:
         return collections.deque(parts, x.maxlen)
+    if t is EagerSize:
+        return torch.Size(parts)
     return t._make(parts) if hasattr(t, "_fields") else t(parts)
 
 

@@ -4,16 +4,17 @@ thunder's interpreter runs Python builtins opaquely on the unwrapped values. Und
 ``cache="symbolic values"`` that bakes in whatever the builtin returned: ``max(l)`` of a list
 argument was a plain ``2`` with no guard on ``l`` (its elements were never read through the
 interpreter, so never proxied). While metatrace is enabled, in user code ``max``, ``min``,
-``sum``, ``sorted``, ``all``, ``math.prod`` over a container are interpreted as the Python
-functions they are (``_py_*`` below): every element is read through the interpreter (a symbolic
-number, guarded by type), every comparison is a guarded relation, so one entry serves every list
-on the same side of each comparison. A container larger than ``INTERPRET_LIMIT`` is not walked
+``sum``, ``sorted``, ``all``, ``math.prod`` over a container (and ``dict.fromkeys``, which
+thunder refuses) are interpreted as the Python functions they are (``_py_*`` below): every
+element is read through the interpreter (a symbolic number, guarded by type), every comparison is
+a guarded relation, so one entry serves every list on the same side of each comparison. A container larger than ``INTERPRET_LIMIT`` is not walked
 element by element: it gets one prologue check of its contents
 (``metatrace.guards.value_checks``) and the builtin runs on it as is.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 
 import thunder.core.jit_ext as jit_ext
@@ -110,6 +111,22 @@ def _py_sorted(iterable, /, *, key=None, reverse=False):
     return out_items
 
 
+def _py_fromkeys(cls):
+    """``cls.fromkeys`` as Python: each key hashed through the interpreter (a number's proxy pins
+    itself to its value); thunder's interpreter refuses ``dict.fromkeys`` (NotImplementedError)."""
+
+    def fromkeys(iterable, value=None, /):
+        d = cls()
+        for key in iterable:
+            d[key] = value
+        return d
+
+    return fromkeys
+
+
+# (a class method: thunder looks the bound method up, equal to a fresh ``dict.fromkeys``)
+_FROMKEYS = {dict.fromkeys: _py_fromkeys(dict), collections.OrderedDict.fromkeys: _py_fromkeys(collections.OrderedDict)}
+
 _PY_BUILTINS = {max: _py_max, min: _py_min, sum: _py_sum, sorted: _py_sorted, all: _py_all, math.prod: _py_prod}
 
 
@@ -152,10 +169,20 @@ def _holds_proxies(x) -> bool:
 _LOOKASIDES = "thunder.core.jit_ext._general_jit_lookaside_map"
 
 
+def _interpreted(py_fn):
+    def lookaside(*args, **kwargs):
+        return _interpret_call(py_fn, *args, **kwargs)
+
+    lookaside.__name__ = f"metatrace_{py_fn.__qualname__.split('.')[0]}_lookaside"
+    return lookaside
+
+
 def patches() -> list[Patch]:
     lookasides = jit_ext._general_jit_lookaside_map
     return [
-        patching.item(lookasides, fn, _builtin_lookaside(fn), "max/min/sum/sorted/all/math.prod are interpreted",
-                      label=_LOOKASIDES)
-        for fn in _PY_BUILTINS
+        *(patching.item(lookasides, fn, _builtin_lookaside(fn), "max/min/sum/sorted/all/math.prod are interpreted",
+                        label=_LOOKASIDES)
+          for fn in _PY_BUILTINS),
+        *(patching.item(lookasides, fn, _interpreted(py_fn), "dict.fromkeys is interpreted", label=_LOOKASIDES)
+          for fn, py_fn in _FROMKEYS.items()),
     ]

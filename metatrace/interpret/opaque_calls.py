@@ -53,6 +53,7 @@ from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
 from metatrace.interpret.values_as_text import calling_file, package_dir
 from metatrace.interpret.concrete_values import concrete, has_number_proxy
+from metatrace.interpret.eager_views import eager_view, may_differ
 
 _THUNDER = package_dir(__import__("thunder"))
 
@@ -161,6 +162,17 @@ def _hashed(fn) -> bool:
     return owner is not None and issubclass(owner, _HASHING_OWNERS)
 
 
+def _hashed_argument(fn, i: int, arg, value, why: str):
+    """A dict's or set's method's argument ``i`` (``value``: its eager view): a key's number by its
+    value, guarded; an input container whose items become keys (``s.union(l)``) with its numbers'
+    values, guarded (C code hashes them); the container itself, a value it stores and a dict (its
+    keys hashed already, as keys) as they are."""
+    name = getattr(fn, "__name__", "")
+    if i == 0 or (i == _STORES_VALUE.get(name) and name != "update") or type(unwrap(arg)) is dict:
+        return arg  # (a dict given whole: its keys are hashed already, its values stored)
+    return arg if value is unwrap(arg) and not isinstance(value, NumberProxy) else wrap_const(_concrete(value, why))
+
+
 def _name(fn) -> str:
     owner = _owner(fn)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
@@ -180,25 +192,23 @@ def _rebind_on_value(fn, args: list):
 def concretized_call(fn, args: tuple, kwargs: dict):
     """``(fn or None when unchanged, args, kwargs)`` for the opaque call: the numbers' values where
     C code would read them, or None to leave the call as it is."""
-    values = [a.value if type(a) is WrappedValue else a for a in args]
-    kvalues = {k: (v.value if type(v) is WrappedValue else v) for k, v in kwargs.items()}
-    if not any(_has_proxy(v) for v in values) and not any(_has_proxy(v) for v in kvalues.values()):
+    if _kept_positions(fn, [unwrap(a) for a in args]) is None:
         return None
-    kept = _kept_positions(fn, values)
-    if kept is None:
+    # eager's objects: an input list's numbers as proxies (C code reads them as plain numbers,
+    # ``json.dumps(l)``), a tensor's shape as a torch.Size (``"{}".format(x.shape)``)
+    values = [eager_view(a, _DEPTH, _LOOKED_INTO) for a in args]
+    kvalues = {k: eager_view(v, _DEPTH, _LOOKED_INTO) for k, v in kwargs.items()}
+    changed = [v is not unwrap(a) or _has_proxy(v) for a, v in zip(args, values)]
+    kchanged = {k: kvalues[k] is not unwrap(v) or _has_proxy(kvalues[k]) for k, v in kwargs.items()}
+    if not any(changed) and not any(kchanged.values()):
         return None
     why = f"an argument of {_name(fn)} (C code reads the value)"
     if _hashed(fn):  # keys only; stored values and the container itself stay as they are
-        if not any(isinstance(v, NumberProxy) for v in values[1:]):
-            return None
-        stored = _STORES_VALUE.get(getattr(fn, "__name__", ""))
-        new_args = tuple(wrap_const(_concrete(v, why)) if i and i != stored and isinstance(v, NumberProxy) else a
-                         for i, (a, v) in enumerate(zip(args, values)))
-        return None, new_args, kwargs
+        new_args = tuple(_hashed_argument(fn, i, a, v, why) for i, (a, v) in enumerate(zip(args, values)))
+        return (None, new_args, kwargs) if any(a is not b for a, b in zip(new_args, args)) else None
     rebound = _rebind_on_value(fn, values)
-    new_args = tuple(a if not _has_proxy(v) else wrap_const(_concrete(v, why)) for a, v in zip(args, values))
-    new_kwargs = {k: (v if not _has_proxy(kvalues[k]) else wrap_const(_concrete(kvalues[k], why)))
-                  for k, v in kwargs.items()}
+    new_args = tuple(wrap_const(_concrete(v, why)) if c else a for a, v, c in zip(args, values, changed))
+    new_kwargs = {k: (wrap_const(_concrete(kvalues[k], why)) if kchanged[k] else v) for k, v in kwargs.items()}
     return (wrap_const(rebound) if rebound is not fn else None), new_args, new_kwargs
 
 
@@ -288,9 +298,10 @@ def _memoized_function(fn: WrappedValue) -> WrappedValue:
 
 
 def _would_call_opaque_cheap(fn, args, kwargs) -> bool:
-    """The cheap half: an opaque callable and a proxy among the arguments."""
-    return is_opaque(fn) and (any(_has_proxy(unwrap(a)) for a in args)
-                              or any(_has_proxy(unwrap(v)) for v in kwargs.values()))
+    """The cheap half: an opaque callable and a proxy (or a container that may hold an input's
+    numbers) among the arguments."""
+    return is_opaque(fn) and (any(_has_proxy(unwrap(a)) or may_differ(a) for a in args)
+                              or any(_has_proxy(unwrap(v)) or may_differ(v) for v in kwargs.values()))
 
 
 def number_attribute(obj, name):

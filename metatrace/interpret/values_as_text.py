@@ -6,7 +6,8 @@ proxy was ``'i1=2'``, ``type(n)`` was ``IntegerProxy``. While metatrace is enabl
 ``str``, ``repr``, ``ascii``, ``format`` (and so f-strings) and ``hash`` of a number proxy (and
 ``set``/``frozenset`` of numbers: a proxy hashes by identity) see the number itself: its value is
 baked in with an equality guard (a string has no symbolic form). ``type(n)`` is the number's
-Python type (the prologue checks input number types; a derived number's type follows from them).
+Python type (the prologue checks input number types; a derived number's type follows from them),
+and ``type(x.shape)`` is eager's ``torch.Size`` (metatrace.interpret.eager_sizes).
 
 Which code is calling (:func:`calling_file`, :data:`OWN_CODE`) decides it: thunder's and
 metatrace's own interpreted code asks ``type(x)`` of a proxy for its dunder methods and sees the
@@ -19,7 +20,7 @@ import os
 import types
 
 import thunder.core.jit_ext as jit_ext
-from thunder.core.interpreter import interpreter_needs_wrap, wrap, wrap_attribute, wrap_const
+from thunder.core.interpreter import do_raise, interpreter_needs_wrap, wrap, wrap_attribute, wrap_const
 import torch
 from thunder.core.proxies import NumberProxy, Proxy
 
@@ -27,17 +28,28 @@ from metatrace.state import compile_context
 from metatrace import patching
 from metatrace.guards import provenance
 from metatrace.interpret.concrete_values import concrete, has_number_proxy
+from metatrace.interpret.eager_sizes import is_size
+from metatrace.interpret.eager_views import eager_view
 from metatrace.patching import Patch
 
 
 def _as_value_lookaside(fn, why: str, fallback):
-    """``fn(x, ...)`` on the numbers' values (guarded) when an argument holds a number proxy."""
+    """``fn(x, ...)`` on the numbers' values (guarded) when an argument holds a number proxy, and
+    on eager's objects (:mod:`metatrace.interpret.eager_views`)."""
 
     def lookaside(*args, **kwargs):
-        if compile_context.collector() is not None and any(has_number_proxy(a.value) for a in args):
-            uargs = [concrete(a.value, why) for a in args]
-            ukwargs = {k: concrete(v.value, why) for k, v in kwargs.items()}
-            res = fn(*uargs, **ukwargs)
+        if compile_context.collector() is None:
+            return fallback(*args, **kwargs)
+        # (an input list's numbers too, ``set(l)``; a tensor's shape as a torch.Size, ``str(x.shape)``;
+        # not a dict's values where only its keys are read, ``set(d)``)
+        values = [a.value if fn in _KEYS_OF_A_DICT and type(a.value) is dict else eager_view(a) for a in args]
+        if any(v is not a.value or has_number_proxy(v) for a, v in zip(args, values)):
+            uargs = [concrete(v, why) for v in values]
+            ukwargs = {k: concrete(eager_view(v), why) for k, v in kwargs.items()}
+            try:
+                res = fn(*uargs, **ukwargs)
+            except Exception as e:  # (``set([[1]])``: the user's code sees eager's TypeError)
+                return do_raise(e)
             pr = provenance.opaque_record([wrap_const(fn).provenance, *(a.provenance for a in args)])
             return wrap(res, provenance=pr)
         return fallback(*args, **kwargs)
@@ -90,6 +102,9 @@ def _type_lookaside(default):
             if python_type in (bool, int, float, complex):
                 pr = provenance.opaque_record([wrap_const(type).provenance, obj.provenance])
                 return wrap(python_type, provenance=pr)
+        elif is_size(obj):  # a tensor's shape: eager's torch.Size (metatrace.interpret.eager_sizes)
+            pr = provenance.opaque_record([wrap_const(type).provenance, obj.provenance])
+            return wrap(torch.Size, provenance=pr)
         elif _read_as_class_attribute(obj):
             # ``type(self).calls``: the class read as ``self.__class__``, as the prologue can read it
             # again, so what the trace reads through it is checked like ``self.__class__.calls``
@@ -117,6 +132,7 @@ def _read_as_class_attribute(obj) -> bool:
 
 _AS_VALUE = {str: "str()", repr: "repr()", ascii: "ascii()", format: "format()", hash: "hash()", set: "set()",
              frozenset: "frozenset()"}  # a set of sizes decides by value (a proxy hashes by identity)
+_KEYS_OF_A_DICT = (set, frozenset)  # (which read a dict argument's keys only)
 _LOOKASIDES = "thunder.core.jit_ext._general_jit_lookaside_map"
 
 

@@ -45,6 +45,13 @@ class CompileSession:
     # as constants, and how the prologue reads them (``fn.__defaults__[0]``): pre-existing objects
     # for metatrace.mutations (metatrace.interpret.callee_checks.note_mutable_defaults)
     mutable_defaults: dict = field(default_factory=dict)
+    # the wrappers of the values the user's code holds as a torch.Size in eager (a tensor's shape,
+    # slices and sums of it: metatrace.interpret.eager_sizes)
+    sizes: set = field(default_factory=set)
+    # the wrappers of lists and tuples made by + and *, held so thunder's wrapper cache finds them
+    # again with their items after its binary-operator handler unwraps them
+    # (metatrace.interpret.sequence_results)
+    sequence_results: list = field(default_factory=list)
 
 
 _SESSIONS = WeakTable(CompileSession)  # JitCtx -> CompileSession

@@ -208,6 +208,19 @@ FAMILY_REGRESSIONS = {
         FamilyProgram("argument kinds", [], ["(x * 2 if a else x)"]),
         _family_calls({"a": ("enum", 0, False)}, {"a": ("enum", 3, False)}, {"a": ("class", 3, False)}),
     ),
+    # C code given a list argument (``set(a)``, ``f"{a}"``) read the compiling call's plain numbers:
+    # [2, 1] reused the entry of [2, 2] (issue 51)
+    "a list argument's numbers hashed and printed": (
+        FamilyProgram("argument kinds", [], ["(len(set(a)) if isinstance(a, (list, tuple)) else -1)",
+                                             "(f'{a}' if isinstance(a, (list, tuple, dict)) else '')"]),
+        _family_calls({"a": ("list", 4, False)}, {"a": ("list", 5, False)}, {"a": ("tuple", 5, False)},
+                      {"a": ("tuple", 6, False)}),
+    ),
+    # a shape rendered was a tuple's text, ``(3,)`` for eager's ``torch.Size([3])`` (issue 51)
+    "a shape as text": (
+        FamilyProgram("text", [], ["str(x.shape)", "'%s' % (x.shape[1:],)"]),
+        _family_calls({}, {"size": 4}),
+    ),
 }
 
 
