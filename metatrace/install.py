@@ -21,7 +21,7 @@ from metatrace.proxies import (
     clang_math, float_numbers, number_concretizations, numel, printing, python_number_semantics, renames, shape_reads,
     size_oblivious, unbacked_shapes,
 )
-from metatrace.grad import requires_grad, rules, saved_values
+from metatrace.grad import missing_rules, requires_grad, rules, saved_values
 from metatrace.guards import module_paths, prologue_op
 from metatrace.interpret import (
     argument_reads, attribute_presence, c_mutations, call_hooks, callee_checks, container_builtins,
@@ -189,7 +189,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         prologue_op.patches,
         module_paths.patches,
         # grad transform
-        lambda: rules.patches(loaded.grad_rules),
+        lambda: rules.patches(loaded.grad_rules), missing_rules.patches,
         requires_grad.patches,
         saved_values.patches,
         # later stages: every trace keeps producers for its size symbols

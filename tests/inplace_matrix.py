@@ -1,0 +1,199 @@
+"""The in-place write matrix of issue 51: every destination kind x every in-place write thunder
+traces x the source requiring grad or not x the caller's grad mode, each cell compared with eager.
+
+A destination is a tensor the function makes (a factory, a ``new_*`` method, ``empty_like``, a
+detached clone), or a view of one (a slice, a row, ``view``, ``t``, ``unsqueeze``); the write
+takes its values from a source argument. One jitted function per (write, source requires grad,
+grad mode) runs the write on every destination kind at once, each with a source of its own, so
+each destination's gradient lands on its own input: the function returns, per destination, the
+base and the written tensor, and a product with ``x`` (an input that always requires grad).
+
+Per destination kind the cell compares with eager: each returned tensor's ``requires_grad``,
+``is_leaf`` and whether ``grad_fn`` is None, the values, and after a backward of a weighted sum of
+what requires grad, every input's gradient (None where eager's is None). A call that raises
+compares the exception's type (eager's RuntimeError may be metatrace's MetatraceError).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+N, M = 4, 3
+
+
+def source_for(d, s):
+    """The source's values in the destination's shape."""
+    return s.reshape(-1)[: d.numel()].reshape(d.shape)
+
+
+DESTINATIONS = {
+    "zeros": lambda x: torch.zeros(N, M),
+    "ones": lambda x: torch.ones(N, M),
+    "full": lambda x: torch.full((N, M), 2.0),
+    "empty": lambda x: torch.empty(N, M).zero_(),
+    "arange": lambda x: torch.arange(N * M, dtype=torch.float32).reshape(N, M),
+    "zeros_like": lambda x: torch.zeros_like(x),
+    "ones_like": lambda x: torch.ones_like(x),
+    "full_like": lambda x: torch.full_like(x, 3.0),
+    "empty_like": lambda x: torch.empty_like(x).fill_(1.0),
+    "new_zeros": lambda x: x.new_zeros(x.shape),
+    "new_ones": lambda x: x.new_ones(x.shape),
+    "new_full": lambda x: x.new_full(x.shape, 3.0),
+    "new_empty": lambda x: x.new_empty(x.shape).zero_(),
+    "detached_clone": lambda x: x.detach().clone(),
+    "slice": lambda x: torch.zeros(N, M)[1:],
+    "row": lambda x: torch.zeros(N, M)[1],
+    "view": lambda x: torch.zeros(N, M).view(M, N),
+    "t": lambda x: torch.zeros(N, M).t(),
+    "unsqueeze": lambda x: torch.zeros(N, M).unsqueeze(0),
+}
+# the destinations that are views: (the base's factory, the view)
+VIEWS = {
+    "slice": lambda b: b[1:],
+    "row": lambda b: b[1],
+    "view": lambda b: b.view(M, N),
+    "t": lambda b: b.t(),
+    "unsqueeze": lambda b: b.unsqueeze(0),
+}
+
+
+def _index(d):
+    return torch.tensor([1, 0])  # (a row holds 3 elements: both positions exist in every destination)
+
+
+WRITES = {
+    "item": lambda d, s: d.__setitem__(0, source_for(d, s)[0]),
+    "slice_assign": lambda d, s: d.__setitem__(slice(1, None), source_for(d, s)[1:]),
+    "mask_assign": lambda d, s: d.__setitem__(source_for(d, s) > 0, s.sum()),
+    "index_assign": lambda d, s: d.__setitem__(_index(d), source_for(d, s)[:2]),
+    "copy_": lambda d, s: d.copy_(source_for(d, s)),
+    "index_put_": lambda d, s: d.index_put_((_index(d),), source_for(d, s)[:2]),
+    "index_put_accumulate": lambda d, s: d.index_put_((_index(d),), source_for(d, s)[:2], accumulate=True),
+    "index_copy_": lambda d, s: d.index_copy_(0, _index(d), source_for(d, s)[:2]),
+    "index_add_": lambda d, s: d.index_add_(0, _index(d), source_for(d, s)[:2]),
+    "scatter_": lambda d, s: d.scatter_(0, torch.zeros(d.shape, dtype=torch.long), source_for(d, s)),
+    "scatter_add_": lambda d, s: d.scatter_add_(0, torch.zeros(d.shape, dtype=torch.long), source_for(d, s)),
+    "masked_fill_": lambda d, s: d.masked_fill_(source_for(d, s) > 0, s.sum()),
+    "fill_": lambda d, s: d.fill_(s.sum()),
+    "fill_number": lambda d, s: d.fill_(2.0),
+    "zero_": lambda d, s: d.zero_(),
+    "add_": lambda d, s: d.add_(source_for(d, s)),
+    "sub_": lambda d, s: d.sub_(source_for(d, s), alpha=2),
+    "mul_": lambda d, s: d.mul_(source_for(d, s)),
+    "div_": lambda d, s: d.div_(source_for(d, s).exp()),
+    "addcmul_": lambda d, s: d.addcmul_(source_for(d, s), source_for(d, s)),
+    "addcdiv_": lambda d, s: d.addcdiv_(source_for(d, s), source_for(d, s).exp()),
+    "iadd": lambda d, s: d.__iadd__(source_for(d, s)),
+    "imul": lambda d, s: d.__imul__(source_for(d, s)),
+    "clamp_": lambda d, s: d.clamp_(min=source_for(d, s)),
+    "lerp_": lambda d, s: d.lerp_(source_for(d, s), 0.3),
+    "out_add": lambda d, s: torch.add(source_for(d, s), 1.0, out=d),
+    "out_mul": lambda d, s: torch.mul(source_for(d, s), source_for(d, s), out=d),
+}
+MODES = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
+
+
+def make_function(write: str, destinations=tuple(DESTINATIONS)):
+    """``fn(x, *sources)``: the write on every destination kind, one source each."""
+    op = WRITES[write]
+
+    def fn(x, *sources):
+        outputs = []
+        for kind, s in zip(destinations, sources):
+            if kind in VIEWS:
+                base = torch.zeros(N, M)
+                d = VIEWS[kind](base)
+            else:
+                base = d = DESTINATIONS[kind](x)
+            op(d, s)
+            outputs.append((base, d, (base * x).sum()))
+        return outputs
+
+    fn.__name__ = f"write_{write}"
+    return fn
+
+
+@dataclass
+class Outcome:
+    error: str | None = None
+    metadata: list | None = None  # per destination, per returned tensor: (requires_grad, is_leaf, grad_fn is None)
+    values: list | None = None
+    grads: list | None = None  # per input: its gradient, or None
+
+
+def inputs(source_requires_grad: bool, count: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(N, M, generator=g).requires_grad_(True)
+    sources = [torch.randn(N, M, generator=g).requires_grad_(source_requires_grad) for _ in range(count)]
+    return x, sources
+
+
+def run(fn, source_requires_grad: bool, mode: str, count: int) -> Outcome:
+    x, sources = inputs(source_requires_grad, count)
+    try:
+        with MODES[mode]():
+            outputs = fn(x, *sources)
+    except Exception as e:  # the exception is part of the behaviour compared
+        return Outcome(error=type(e).__name__)
+    flat = [t for group in outputs for t in group]
+    outcome = Outcome(
+        metadata=[tuple((t.requires_grad, t.is_leaf, t.grad_fn is None) for t in group) for group in outputs],
+        values=[t.detach().clone() for t in flat],
+    )
+    differentiable = [t for t in flat if t.requires_grad]
+    if differentiable:
+        loss = sum((t * torch.linspace(-1, 2, t.numel()).reshape(t.shape)).sum() for t in differentiable)
+        loss.backward()
+        outcome.grads = [None if t.grad is None else t.grad.clone() for t in (x, *sources)]
+    return outcome
+
+
+def differences(expected: Outcome, actual: Outcome, destinations=tuple(DESTINATIONS)) -> list[str]:
+    """What ``actual`` (thunder) has that ``expected`` (eager) has not, per destination kind."""
+    if expected.error or actual.error:
+        same = expected.error == actual.error or (expected.error == "RuntimeError" and actual.error == "MetatraceError")
+        return [] if same else [f"eager {expected.error or 'ran'}, thunder {actual.error or 'ran'}"]
+    found = []
+    for i, kind in enumerate(destinations):
+        if expected.metadata[i] != actual.metadata[i]:
+            found.append(f"{kind}: (requires_grad, is_leaf, grad_fn is None) eager {expected.metadata[i]}, "
+                         f"thunder {actual.metadata[i]}")
+        for j in range(3):
+            e, a = expected.values[3 * i + j], actual.values[3 * i + j]
+            if e.shape != a.shape or not torch.allclose(e, a, rtol=1e-4, atol=1e-5, equal_nan=True):
+                found.append(f"{kind}: output {j} values differ")
+    if (expected.grads is None) != (actual.grads is None):
+        found.append(f"backward: eager {'ran' if expected.grads else 'had nothing to run'}, thunder "
+                     f"{'ran' if actual.grads else 'had nothing to run'}")
+    elif expected.grads is not None:
+        for k, (e, a) in enumerate(zip(expected.grads, actual.grads)):
+            name = "x" if k == 0 else f"source of {destinations[k - 1]}"
+            if (e is None) != (a is None):
+                found.append(f"gradient of {name}: eager {'None' if e is None else 'a tensor'}, "
+                             f"thunder {'None' if a is None else 'a tensor'}")
+            elif e is not None and not torch.allclose(e, a, rtol=1e-4, atol=1e-5):
+                found.append(f"gradient of {name} differs: eager {e.flatten().tolist()}, thunder {a.flatten().tolist()}")
+    return found
+
+
+def cells(write: str, jit, modes=tuple(MODES)) -> dict[tuple, list[str]]:
+    """(source requires grad, mode) -> differences, for one write on every destination kind and
+    each of ``modes``; ``jit`` makes the compiled function, called for every cell in turn (its
+    cache serves them)."""
+    fn = make_function(write)
+    jitted = jit(fn)
+    found = {}
+    for source_requires_grad in (True, False):
+        for mode in modes:
+            expected = run(fn, source_requires_grad, mode, len(DESTINATIONS))
+            actual = run(jitted, source_requires_grad, mode, len(DESTINATIONS))
+            found[(source_requires_grad, mode)] = differences(expected, actual)
+    return found
+
+
+def cell_count() -> int:
+    return len(DESTINATIONS) * len(WRITES) * 2 * len(MODES)
+
