@@ -189,15 +189,16 @@ def differences(expected: Outcome, actual: Outcome, destinations=tuple(DESTINATI
     return found
 
 
-def cells(write: str, jit, modes=tuple(MODES), destinations=tuple(DESTINATIONS)) -> dict[tuple, list[str]]:
-    """(source requires grad, mode) -> differences, for one write on ``destinations`` and each of
-    ``modes``; ``jit`` makes the compiled function, called for every cell in turn (its cache
+def cells(write: str, jit, modes=tuple(MODES), destinations=tuple(DESTINATIONS),
+          sources_require_grad=(True, False)) -> dict[tuple, list[str]]:
+    """(source requires grad, mode) -> differences, for one write on ``destinations``, each of
+    ``modes`` and ``sources_require_grad``; ``jit`` makes the compiled function, called for every cell in turn (its cache
     serves them). Eager raising where :data:`EAGER_RAISES` does not say so is a difference too
     (the matrix's own defect: it would compare nothing)."""
     fn = make_function(write, destinations)
     jitted = jit(fn)
     found = {}
-    for source_requires_grad in (True, False):
+    for source_requires_grad in sources_require_grad:
         for mode in modes:
             expected = run(fn, source_requires_grad, mode, len(destinations))
             actual = run(jitted, source_requires_grad, mode, len(destinations))
