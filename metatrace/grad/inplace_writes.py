@@ -90,15 +90,13 @@ def _is_advanced_index(key) -> bool:
 
 
 def _after_write(args, kwargs, grad_enabled: bool) -> None:
+    """Step 2: ``prims.copy_(value, destination, grad_enabled=...)`` just recorded."""
     value, destination = args[0], args[1]
-    if not (kwargs.get("grad_enabled", grad_enabled) and isinstance(value, TensorProxy)):
-        return
-    if not isinstance(destination, TensorProxy):
+    if not (kwargs.get("grad_enabled", grad_enabled) and isinstance(value, TensorProxy) and value.requires_grad
+            and isinstance(destination, TensorProxy) and dtypes.is_inexact_dtype(destination.dtype)):
         return
     families = VIEW_FAMILIES.get(get_tracectx())
-    members = families.family(destination)
-    if value.requires_grad and dtypes.is_inexact_dtype(destination.dtype):
-        for t in members:
-            if not t.requires_grad:
-                set_requires_grad(t, True)
-                families.raised.append(t)
+    for t in families.family(destination):
+        if not t.requires_grad:
+            set_requires_grad(t, True)
+            families.raised.append(t)

@@ -65,7 +65,7 @@ def _index_put_rule(index_put, a, indices, values, accumulate):
     if len(g_values.shape) != len(values.shape) or any(p != q for p, q in zip(g_values.shape, values.shape)):
         g_values = transforms.sum_to(g_values, values.shape)  # values broadcast to the indexed shape
     put_grad(values, g_values)
-    put_grad(a, g if accumulate else prims.index_put(g, indices, ltorch.zeros_like(values), False))
+    put_grad(a, g if accumulate else index_put(g, indices, ltorch.zeros_like(values), False))
     return fwd
 
 

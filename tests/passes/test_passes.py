@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -37,6 +36,7 @@ from metatrace.state.compile_context import compile_step
 from metatrace.passes.hoist_producers import hoist_size_producers, is_number_op
 from metatrace.passes.keep_size_names import keep_size_names, renames
 from metatrace.passes.restore_producers import index_after, restore_size_producers
+from split_capture import captured_joint_traces
 
 
 def _pad(a, n):
@@ -111,17 +111,8 @@ def grad_trace(compiled):
 @pytest.fixture(scope="module")
 def joint(on):
     """(``_slice_grad``'s joint trace as the forward/backward split got it, its jitted function)."""
-    joints = []
-    wrapper = autodiff.split_into_forward_and_backward  # metatrace's, bound in every thunder module that imports it
-    bindings = [m for name, m in list(sys.modules.items())
-                if m is not None and name.startswith("thunder") and m.__dict__.get("split_into_forward_and_backward") is wrapper]
-    for m in bindings:
-        m.split_into_forward_and_backward = lambda trace: (joints.append(trace), wrapper(trace))[1]
-    try:
+    with captured_joint_traces() as joints:
         jf = _compile("slice_grad").jf
-    finally:
-        for m in bindings:
-            m.split_into_forward_and_backward = wrapper
     return joints[-1], jf
 
 

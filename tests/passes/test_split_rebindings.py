@@ -14,7 +14,6 @@ a module's attributes (static constants) are covered as the third source of the 
 from __future__ import annotations
 
 import inspect
-import sys
 
 import pytest
 import torch
@@ -28,6 +27,7 @@ from thunder.core.pytree import tree_iter
 from metatrace.checker import check_trace, find_orphans
 from metatrace.passes.rebindings import without_rebindings
 from metatrace.passes.restore_producers import restore_size_producers
+from split_capture import captured_joint_traces
 
 # read by the "global" functions below: metatrace makes them number inputs of the computation
 N, M = 4, 3
@@ -130,19 +130,10 @@ def test_factory_sized_by_inputs_matches_eager(enabled, restore_globals, source,
 @pytest.fixture
 def joint(enabled, restore_globals):
     """(the globals/setitem case's joint trace as metatrace's split wrapper got it, its jitted function)."""
-    joints = []
-    wrapper = autodiff.split_into_forward_and_backward  # metatrace's, bound in every thunder module that imports it
-    bindings = [m for name, m in list(sys.modules.items())
-                if m is not None and name.startswith("thunder") and m.__dict__.get("split_into_forward_and_backward") is wrapper]
-    for m in bindings:
-        m.split_into_forward_and_backward = lambda trace: (joints.append(trace), wrapper(trace))[1]
-    try:
+    with captured_joint_traces() as joints:
         fn, _ = _from_globals("setitem")
         jf = thunder.jit(fn, cache="symbolic values")
         jf(torch.randn(4, 3, requires_grad=True), torch.randn(4, 3, requires_grad=True))
-    finally:
-        for m in bindings:
-            m.split_into_forward_and_backward = wrapper
     return joints[-1], jf
 
 
