@@ -88,7 +88,7 @@ MODULE_COSTS = {
     "test_modules.py": 80,
     "test_fuzz.py": 120,
     "test_fuzz_stock.py": 60,  # (with 6 rows of the in-place matrix under stock thunder)
-    "test_inplace_matrix.py": 300,
+    "test_inplace_matrix.py": 200,
     "test_mutations.py": 70,
     "test_fast_paths.py": 45,
     "test_c_calls.py": 40,

@@ -24,9 +24,8 @@ import torch
 N, M = 4, 3
 
 
-def source_for(d, s):
-    """The source's values in the destination's shape."""
-    return s.reshape(-1)[: d.numel()].reshape(d.shape)
+# each destination kind's shape: its source has it (a write's values need no reshaping)
+SHAPES = {"slice": (N - 1, M), "row": (M,), "view": (M, N), "t": (M, N), "unsqueeze": (1, N, M)}
 
 
 DESTINATIONS = {
@@ -68,37 +67,37 @@ def _index(d):
 
 def _indexed(d, s):
     """The source's rows for :func:`_index`'s positions."""
-    return source_for(d, s)[: min(2, d.shape[0])]
+    return s[: min(2, d.shape[0])]
 
 
 WRITES = {
-    "item": lambda d, s: d.__setitem__(0, source_for(d, s)[0]),
-    "slice_assign": lambda d, s: d.__setitem__(slice(1, None), source_for(d, s)[1:]),
-    "mask_assign": lambda d, s: d.__setitem__(source_for(d, s) > 0, s.sum()),
+    "item": lambda d, s: d.__setitem__(0, s[0]),
+    "slice_assign": lambda d, s: d.__setitem__(slice(1, None), s[1:]),
+    "mask_assign": lambda d, s: d.__setitem__(s > 0, s.sum()),
     "index_assign": lambda d, s: d.__setitem__(_index(d), _indexed(d, s)),
-    "copy_": lambda d, s: d.copy_(source_for(d, s)),
+    "copy_": lambda d, s: d.copy_(s),
     "index_put_": lambda d, s: d.index_put_((_index(d),), _indexed(d, s)),
     "index_put_accumulate": lambda d, s: d.index_put_((_index(d),), _indexed(d, s), accumulate=True),
     "index_copy_": lambda d, s: d.index_copy_(0, _index(d), _indexed(d, s)),
     "index_add_": lambda d, s: d.index_add_(0, _index(d), _indexed(d, s)),
-    "scatter_": lambda d, s: d.scatter_(0, torch.zeros(d.shape, dtype=torch.long), source_for(d, s)),
-    "scatter_add_": lambda d, s: d.scatter_add_(0, torch.zeros(d.shape, dtype=torch.long), source_for(d, s)),
-    "masked_fill_": lambda d, s: d.masked_fill_(source_for(d, s) > 0, s.sum()),
+    "scatter_": lambda d, s: d.scatter_(0, torch.zeros(d.shape, dtype=torch.long), s),
+    "scatter_add_": lambda d, s: d.scatter_add_(0, torch.zeros(d.shape, dtype=torch.long), s),
+    "masked_fill_": lambda d, s: d.masked_fill_(s > 0, s.sum()),
     "fill_": lambda d, s: d.fill_(s.sum()),
     "fill_number": lambda d, s: d.fill_(2.0),
     "zero_": lambda d, s: d.zero_(),
-    "add_": lambda d, s: d.add_(source_for(d, s)),
-    "sub_": lambda d, s: d.sub_(source_for(d, s), alpha=2),
-    "mul_": lambda d, s: d.mul_(source_for(d, s)),
-    "div_": lambda d, s: d.div_(source_for(d, s).exp()),
-    "addcmul_": lambda d, s: d.addcmul_(source_for(d, s), source_for(d, s)),
-    "addcdiv_": lambda d, s: d.addcdiv_(source_for(d, s), source_for(d, s).exp()),
-    "iadd": lambda d, s: d.__iadd__(source_for(d, s)),
-    "imul": lambda d, s: d.__imul__(source_for(d, s)),
-    "clamp_": lambda d, s: d.clamp_(min=source_for(d, s)),
-    "lerp_": lambda d, s: d.lerp_(source_for(d, s), 0.3),
-    "out_add": lambda d, s: torch.add(source_for(d, s), 1.0, out=d),
-    "out_mul": lambda d, s: torch.mul(source_for(d, s), source_for(d, s), out=d),
+    "add_": lambda d, s: d.add_(s),
+    "sub_": lambda d, s: d.sub_(s, alpha=2),
+    "mul_": lambda d, s: d.mul_(s),
+    "div_": lambda d, s: d.div_(s.exp()),
+    "addcmul_": lambda d, s: d.addcmul_(s, s),
+    "addcdiv_": lambda d, s: d.addcdiv_(s, s.exp()),
+    "iadd": lambda d, s: d.__iadd__(s),
+    "imul": lambda d, s: d.__imul__(s),
+    "clamp_": lambda d, s: d.clamp_(min=s),
+    "lerp_": lambda d, s: d.lerp_(s, 0.3),
+    "out_add": lambda d, s: torch.add(s, 1.0, out=d),
+    "out_mul": lambda d, s: torch.mul(s, s, out=d),
 }
 MODES = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
 # The cells where eager raises (a raise for one destination would hide the others' cells, so every
@@ -134,15 +133,16 @@ class Outcome:
     grads: list | None = None  # per input: its gradient, or None
 
 
-def inputs(source_requires_grad: bool, count: int, seed: int = 0):
+def inputs(source_requires_grad: bool, destinations, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(N, M, generator=g).requires_grad_(True)
-    sources = [torch.randn(N, M, generator=g).requires_grad_(source_requires_grad) for _ in range(count)]
+    sources = [torch.randn(*SHAPES.get(kind, (N, M)), generator=g).requires_grad_(source_requires_grad)
+               for kind in destinations]
     return x, sources
 
 
-def run(fn, source_requires_grad: bool, mode: str, count: int) -> Outcome:
-    x, sources = inputs(source_requires_grad, count)
+def run(fn, source_requires_grad: bool, mode: str, destinations) -> Outcome:
+    x, sources = inputs(source_requires_grad, destinations)
     try:
         with MODES[mode]():
             outputs = fn(x, *sources)
@@ -200,8 +200,8 @@ def cells(write: str, jit, modes=tuple(MODES), destinations=tuple(DESTINATIONS),
     found = {}
     for source_requires_grad in sources_require_grad:
         for mode in modes:
-            expected = run(fn, source_requires_grad, mode, len(destinations))
-            actual = run(jitted, source_requires_grad, mode, len(destinations))
+            expected = run(fn, source_requires_grad, mode, destinations)
+            actual = run(jitted, source_requires_grad, mode, destinations)
             found[(source_requires_grad, mode)] = differences(expected, actual, destinations)
             if (expected.error is not None) != ((write, source_requires_grad, mode) in EAGER_RAISES):
                 found[(source_requires_grad, mode)].append(f"the matrix: eager {expected.error or 'ran'}")
