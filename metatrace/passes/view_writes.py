@@ -19,16 +19,16 @@ the same with ordinary ops, where it matters for gradients (the write's output r
    the view ops from the root to it (its chain);
 2. after an in-place write into a tensor of a family (a root and the views of it), the root's new
    value is the old one with the written view's positions replaced: the chain replayed on an index
-   tensor (``arange(numel).reshape(root.shape)``) gives those positions, ``scatter`` puts the
+   tensor (0, 1, ... in the root's shape) gives those positions, ``scatter`` puts the
    written values there;
 3. every other tensor of the family used later is its chain replayed on the root's new value;
 4. later bound symbols (the return among them) use the new proxies.
 
 A chain the index tensor cannot replay (a view that changes the dtype: ``real``, ``imag``,
 ``view_as_real``, ``view(dtype)``) raises a MetatraceError naming the op where a gradient would
-be lost. The ops are built in a compile step whose decisions on symbolic sizes (``arange`` of
-the root's element count: ``numel != 0``) go to the guard program the prologue reserved for the
-grad transform (``guards.grad_program``), which checks them with the transform's own.
+be lost. The ops are built in a compile step whose decisions on symbolic sizes (none is expected:
+the shapes are the trace's own) go to the guard program the prologue reserved for the grad
+transform (``guards.grad_program``), which checks them with the transform's own.
 """
 
 from __future__ import annotations
@@ -192,7 +192,10 @@ def _flat_tensors(result) -> list:
 
 def _scatter(root: TensorProxy, chain: _Chain, value: TensorProxy) -> TensorProxy:
     """``root`` with the positions ``chain`` views replaced by ``value``."""
-    positions = ltorch.reshape(ltorch.arange(root.numel(), device=root.device), root.shape)
+    # 0, 1, ... in root's shape, by a running sum of ones: ``arange(numel)`` decided ``numel != 0``
+    # (a guard) and for 0 thunder's iota gives a 0-d tensor, which the reshape refused
+    ones = ltorch.full(root.shape, 1, device=root.device, dtype=dtypes.int64)
+    positions = ltorch.reshape(ltorch.cumsum(ltorch.reshape(ones, (-1,)), 0) - 1, root.shape)
     written = ltorch.reshape(_replay(positions, chain), (-1,))
     # (scatter, not index_copy: thunder's index_copy rule takes len() of the index, pinning its size)
     flat = ltorch.scatter(ltorch.reshape(root, (-1,)), 0, written, ltorch.reshape(value, (-1,)))

@@ -209,3 +209,21 @@ def test_out_of_a_dtype_the_result_cannot_be_cast_to_raises_as_eager(enabled):
 def test_out_of_another_shape_raises_a_clear_error(enabled):
     with pytest.raises(metatrace.MetatraceError, match="eager resizes out"):
         thunder.jit(_out_add, cache="symbolic values")(torch.ones(3), torch.zeros(2))
+
+
+def _view_write(v):
+    b = torch.zeros(2, v.shape[0])
+    b[1].copy_(v)
+    b.t()[:, 0].add_(v)
+    return b, b[0] * 2
+
+
+def test_a_view_write_into_an_empty_base_follows_eager(enabled):
+    # (found by the fuzzer: the positions were arange(numel), a 0-d tensor for numel 0 in thunder)
+    jf = thunder.jit(_view_write, cache="symbolic values")
+    for n in (3, 0, 1):
+        got, want = torch.arange(n, dtype=torch.float32).requires_grad_(), torch.arange(n, dtype=torch.float32).requires_grad_()
+        (a, b), (c, d) = jf(got), _view_write(want)
+        (a.sum() + 2 * b.sum()).backward()
+        (c.sum() + 2 * d.sum()).backward()
+        torch.testing.assert_close(got.grad, want.grad)
