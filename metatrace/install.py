@@ -15,7 +15,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from metatrace import patching, thunderfx
+from metatrace import entry_cache, patching, thunderfx
 from metatrace.codegen import cache
 from metatrace.proxies import (
     clang_math, float_numbers, number_concretizations, numel, printing, python_number_semantics, renames, shape_reads,
@@ -42,6 +42,7 @@ from metatrace.metas.torch_ops import (
     type_promotion,
 )
 from metatrace.codegen.generate import prim_symbols
+from metatrace.entry_cache import settings as entry_cache_settings
 from metatrace.guards.explain import configure_from_environment
 from metatrace.codegen.loader import load
 from metatrace.metas.recording import executor_meta, fallback_meta, recording_meta
@@ -202,6 +203,8 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         gc_pacing_phases.patches,
         # torch.compile
         thunderfx.patches,
+        # compiled entries stored on disk and loaded by a fresh process
+        entry_cache.patches,
         # jm.generate: a jitted module's methods that call forward run the compiled one
         module_methods.patches,
         # thunder's size-oblivious sites enter themselves: every reference to them is wrapped, last,
@@ -224,17 +227,21 @@ class _Enabled:
             disable()
 
 
-def enable(*, force_fallback: tuple[str, ...] = (), fast_paths: bool = True) -> _Enabled:
+def enable(*, force_fallback: tuple[str, ...] = (), fast_paths: bool = True,
+           entry_cache: bool | None = None) -> _Enabled:
     """Installs the rewritten metas. ``force_fallback``: PrimIDs names to run as fallbacks even
     though they are ported (for tests and for bisecting a suspected rewrite). ``fast_paths=False``
     leaves thunder's interpreter its own slow paths (:mod:`metatrace.interpret.fast_paths`), for
-    the test that finds the same traces, prologues and guards with and without them."""
+    the test that finds the same traces, prologues and guards with and without them.
+    ``entry_cache``: store compiled entries on disk and load them in a fresh process
+    (:mod:`metatrace.entry_cache`); None: ``METATRACE_ENTRY_CACHE`` decides (default on)."""
     global _installed
     with _lock:
         if _installed is not None:
             return _Enabled(False)
         warn_if_untested()
         configure_from_environment()
+        entry_cache_settings.set_enabled(entry_cache)
         result = cache.ensure()
         key = result.manifest["generated_sha256"]
         if key not in _loaded:

@@ -12,11 +12,17 @@ an importable package (``rewrites`` is ``tests/rewriting``: a folder without ``_
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
 
 import pytest
+
+# The suite never reads or writes the user's entry cache, nor shares entries between tests (a
+# loaded entry would change a test's compile count): off for every test and every process a test
+# starts; tests of the entry cache turn it on with a directory of their own (tests/entry_cache).
+os.environ["METATRACE_ENTRY_CACHE"] = "0"
 
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:

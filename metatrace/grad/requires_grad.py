@@ -141,9 +141,9 @@ def _cache_entry(original):
             flags = _non_differentiable_outputs(first)
             if any(flags):
                 NON_DIFFERENTIABLE[entry.backward_fn] = flags
-        final = _grad_mode_left(first)
+        final = grad_mode_left(first)
         if final is not None:
-            entry = entry._replace(prologue_fn=_leaving_grad_mode(entry.prologue_fn, final))
+            entry = entry._replace(prologue_fn=leaving_grad_mode(entry.prologue_fn, final))
         return entry
 
     return __new__
@@ -153,7 +153,7 @@ def _non_differentiable_outputs(trace) -> tuple[bool, ...]:
     return tuple(isinstance(o, TensorProxy) and not o.requires_grad for o in tree_iter(trace.output))
 
 
-def _grad_mode_left(trace) -> bool | None:
+def grad_mode_left(trace) -> bool | None:
     """The grad mode the function leaves behind (its last switch), None when it switches none."""
     for bsym in reversed(trace.bound_symbols):
         if bsym.sym.id == "set_grad_enabled":
@@ -161,7 +161,7 @@ def _grad_mode_left(trace) -> bool | None:
     return None
 
 
-def _leaving_grad_mode(prologue, final: bool):
+def leaving_grad_mode(prologue, final: bool):
     """thunder sets the grad mode after a call to its compile data's, which each call resets to
     the caller's mode; the entry's prologue (run on every call it serves) sets the mode the
     function leaves, as the compile that traced it did."""

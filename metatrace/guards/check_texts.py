@@ -13,7 +13,15 @@ from typing import Any
 from metatrace.metas.relations import Relation
 
 # ``value`` of a check that compares its subject with no one value (a range, metadata, a structure).
-NO_VALUE: Any = type("NoValue", (), {"__repr__": lambda self: "NO_VALUE"})()
+class _NoValue:
+    def __repr__(self) -> str:
+        return "NO_VALUE"
+
+    def __reduce__(self) -> str:
+        return "NO_VALUE"  # (pickled by name: one sentinel per process, stored entries included)
+
+
+NO_VALUE: Any = _NoValue()
 
 
 class CheckText(str):

@@ -81,15 +81,34 @@ class GuardProgram:
             lines.append(f"        _fail(_id, _t[{i}])")
         lines.append("    return None")
         self.source = "\n".join(lines)
-        namespace = {**number_ops.NAMESPACE, "_c": tuple(constants), "_t": tuple(texts), "_fail": _fail,
-                     "_id": program_id, "_types": self.number_types, "_types_changed": number_types_changed}
+        self.constants = tuple(constants)
+        self._compile()
+
+    def _compile(self) -> None:
+        namespace = {**number_ops.NAMESPACE, "_c": self.constants, "_t": tuple(self.texts), "_fail": _fail,
+                     "_id": self.program_id, "_types": self.number_types, "_types_changed": number_types_changed}
         exec(compile(self.source, "<metatrace guards>", "exec"), namespace)
         self.fn = namespace["guards"]
+
+    def __reduce__(self):
+        # a stored entry (metatrace.entry_cache) keeps the program's text, not the proxies it was built from
+        return _restored_program, (self.program_id, self.source, self.constants, tuple(self.texts), self.number_types)
 
     @classmethod
     def accepting_all(cls, program_id: str, leaves: list[NumberProxy]) -> "GuardProgram":
         """A program over ``leaves`` that checks nothing yet (the grad transform's reservation)."""
         return cls(program_id, [], [], leaves, {})
+
+
+def _restored_program(program_id: str, source: str, constants: tuple, texts: tuple, number_types: tuple):
+    """A stored program, under the id the loading process gave it (metatrace.state.entry_loading)."""
+    from metatrace.state.compile_context import renamed
+
+    program = GuardProgram.__new__(GuardProgram)
+    program.program_id, program.source, program.constants = renamed(program_id), source, constants
+    program.texts, program.leaves, program.number_types = list(texts), [], number_types
+    program._compile()
+    return program
 
 
 def _fail(program_id: str, text: str) -> None:

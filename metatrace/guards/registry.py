@@ -46,6 +46,9 @@ class FunctionRecord:
     # numbers read from the jitted module's state, by provenance key: the value its first compile
     # saw, or CHANGED once a later compile saw another (interpret.module_state: symbolic from then on)
     state_numbers: dict = field(default_factory=dict)
+    # the code objects the last compile interpreted (interpret.jit_hooks; read by metatrace.entry_cache
+    # when that compile's entry is stored)
+    interpreted_codes: set = field(default_factory=set)
 
 
 _RECORDS = WeakTable(FunctionRecord)  # CompileStats -> FunctionRecord
@@ -71,11 +74,12 @@ def function_record(cs=None) -> FunctionRecord | None:
     return record
 
 
-def new_id(prefix: str) -> str:
-    """A fresh id (``g12``, ``s7``), owned by the jitted function being compiled, if any: its
-    entries in the tables above go when that function's compile stats are collected."""
+def new_id(prefix: str, record: FunctionRecord | None = None) -> str:
+    """A fresh id (``g12``, ``s7``), owned by ``record`` (default: the jitted function being
+    compiled), if any: its entries in the tables above go when that function's compile stats are
+    collected."""
     ident = f"{prefix}{next(_counters[prefix])}"
-    record = function_record()
+    record = function_record() if record is None else record
     if record is not None:
         record.ids.append(ident)
     return ident

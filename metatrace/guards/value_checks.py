@@ -116,6 +116,10 @@ class ExpectedValue:
             self.expected = Identity(value)
             self.length = len(value) if hasattr(value, "__len__") else None
 
+    def __reduce__(self):
+        # a stored entry (metatrace.entry_cache): the expected value, not the last object it matched
+        return _restored_expected_value, (self.expected, self.text, self.length)
+
     def matches(self, value: Any) -> bool:
         if isinstance(self.expected, Identity):
             return self.expected.matches(value) and (self.length is None or len(value) == self.length)
@@ -130,6 +134,12 @@ class ExpectedValue:
         if same and _dict_version is not None:
             self.pinned = _pins(value)
         return same
+
+
+def _restored_expected_value(expected, text: str, length) -> ExpectedValue:
+    restored = ExpectedValue.__new__(ExpectedValue)
+    restored.expected, restored.text, restored.length, restored.pinned = expected, text, length, None
+    return restored
 
 
 try:  # CPython's per-dict version (PEP 509), as torch's dynamo reads it for its dict guards

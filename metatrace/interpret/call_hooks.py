@@ -15,6 +15,10 @@ dispatch outside a compile that collects guards. Under one, before thunder dispa
    (``metatrace.guards.content_reads``): such containers are checked by type, not contents;
 5. an opaque (C) call given a list, dict or set must leave it as it was (``c_mutations``).
 
+Before step 1, the code of a Python callee is noted (``compile_context.INTERPRETED_CODES``): a
+stored entry is valid only while the files of the code the compile ran are unchanged
+(``metatrace.entry_cache``).
+
 Between steps 1 and 2, torch's C code given a traced tensor raises a clear error
 (``tensor_in_c_code``: thunder would hand it a proxy with no data).
 
@@ -27,6 +31,7 @@ any dispatch: that handler notes its list and dict as read too.
 from __future__ import annotations
 
 import functools
+import types
 
 import thunder.core.interpreter as interpreter
 from thunder.core.interpreter import do_raise, unwrap
@@ -47,6 +52,7 @@ def _dispatching(original):
             return call.value
         fn, args, kwargs = call
         ufn = unwrap(fn)
+        _note_code(ufn)
         c_error = tensor_in_c_code.error(ufn, args, kwargs)
         if c_error is not None and compilectx.lookaside(ufn, *args, **kwargs) is None:
             return do_raise(c_error)
@@ -64,6 +70,18 @@ def _dispatching(original):
         return do_raise(c_mutations.error(ufn, changed, interpreted_line())) if changed else result
 
     return _call_dispatch
+
+
+def _note_code(fn) -> None:
+    """The code a Python callee runs, for the files a stored entry depends on (step 0: every call)."""
+    codes = compile_context.INTERPRETED_CODES.get()
+    if codes is None:
+        return
+    kind = type(fn)
+    if kind is types.MethodType:
+        fn, kind = fn.__func__, type(fn.__func__)
+    if kind is types.FunctionType:
+        codes.add(fn.__code__)
 
 
 def _noting_unpacked_arguments(original):

@@ -42,7 +42,9 @@ from thunder.core.interpreter import WrappedValue
 from thunder.core.proxies import Proxy
 from thunder.core.trace import tracectx
 
+from metatrace.errors import ProcessLocal
 from metatrace.guards import provenance
+from metatrace.state import compile_context
 from metatrace.state.compile_session import session
 from metatrace.guards.provenance import is_jitted_function, may_register_for_prologue, rooted_in_arguments, rooted_in_prologue
 from metatrace.guards.registry import EXPECTED, new_id
@@ -128,6 +130,14 @@ class ExpectedModuleState:
         return (f"hooks and tensors unchanged on {shown} and PyTorch's global hooks (the trace ran the hooks it "
                 "found and read the tensors thunder's module held)")
 
+    def __reduce__(self):
+        # a stored entry (metatrace.entry_cache): modules by root and path, classes by name; hooks are
+        # known by their handles' ids, which mean nothing in another process
+        if self.global_keys is not None or any(m.hook_keys is not None for m in self.modules):
+            raise ProcessLocal("a module the trace called has hooks (known by their handles in this process)")
+        modules = tuple((m.root, m.path, m.cls, tuple(t[:3] for t in m.tensors), m.base, m.rest) for m in self.modules)
+        return _restored_module_state, (modules, tuple(self.sources), self.wrapper is not None)
+
     def matches(self, *roots: dict) -> bool:
         same = _global_hook_keys() == self.global_keys
         wrapper = self.wrapper() if self.wrapper is not None else None
@@ -153,6 +163,20 @@ class ExpectedModuleState:
         except (KeyError, AttributeError, TypeError):  # a submodule removed, not a module
             same = False
         return same and not rebound  # (the next compile follows the model: wrapper_copies.follow_the_model)
+
+
+def _restored_module_state(modules: tuple, sources: tuple, had_wrapper: bool) -> ExpectedModuleState:
+    """A stored check, for the module the loading process jits (compile_context.ENTRY_LOADING)."""
+    state = ExpectedModuleState.__new__(ExpectedModuleState)
+    wrapper = compile_context.ENTRY_LOADING.get().wrapper if had_wrapper else None
+    state.wrapper = None if wrapper is None else weakref.ref(wrapper)
+    state.global_keys, state.sources, state.index, state.modules = None, list(sources), {}, []
+    for root, path, cls, tensors, base, rest in modules:
+        m = _CalledModule.__new__(_CalledModule)
+        m.root, m.path, m.hook_keys, m.module, m.cls = root, path, None, None, cls
+        m.tensors, m.base, m.rest = [(*t, None) for t in tensors], base, rest
+        state.modules.append(m)
+    return state
 
 
 def check_module_call(wrapped_module: WrappedValue) -> None:

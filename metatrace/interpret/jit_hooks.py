@@ -23,6 +23,7 @@ from metatrace.state.compile_context import compile_step
 from metatrace.metas.proxy_edits import restore_input_flags
 from metatrace.guards.explain import log_miss
 from metatrace.guards.grad_program import reserve_grad_program
+from metatrace.guards.registry import function_record
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.content_reads import ContentReads
 from metatrace.guards.program_builder import add_prologue_constraints
@@ -76,8 +77,13 @@ def _jit_ctx(original):
             log_miss()  # a new trace under an existing function: say why its entries were rejected
             collector = compile_session.guards = GuardCollector()
         reads = compile_session.content_reads = ContentReads()
-        with compile_step(collector), compile_context.CONTENT_READS.set_to(reads), original(ctx):
+        codes = compile_session.interpreted_codes
+        with (compile_step(collector), compile_context.CONTENT_READS.set_to(reads),
+              compile_context.INTERPRETED_CODES.set_to(codes), original(ctx)):
             yield
+        record = function_record()
+        if record is not None:
+            record.interpreted_codes = codes  # (for the entry this compile stores: metatrace.entry_cache)
 
     return jit_ctx
 

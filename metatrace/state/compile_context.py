@@ -116,3 +116,19 @@ CONTENT_READS = _Declared("content_reads", None)
 # metas' generated ``with _mt.size_oblivious(...)``, the Patch rows wrapping thunder's functions,
 # metatrace's own copies of them. None: no decision is size-oblivious.
 SIZE_OBLIVIOUS = _Declared("size_oblivious", None)
+
+# While thunder interprets a function for a compile that collects guards: the code objects of the
+# Python functions it ran (``interpret.call_hooks``), whose files a stored entry depends on
+# (``entry_cache.stored_entry``).
+INTERPRETED_CODES = _Declared("interpreted_codes", None)
+
+# While stored entries are rebuilt (``entry_cache.load``): what unpickling needs from the loading
+# process (``entry_cache.load.Loading``: the stored registry ids' new names, the jitted module's
+# ThunderModule). None outside a load.
+ENTRY_LOADING = _Declared("entry_loading", None)
+
+
+def renamed(stored_id: str) -> str:
+    """The id a stored program or check gets in this process (its stored id outside a load)."""
+    loading = ENTRY_LOADING.get()
+    return stored_id if loading is None else loading.ids[stored_id]

@@ -52,6 +52,9 @@ class CompileSession:
     # again with their items after its binary-operator handler unwraps them
     # (metatrace.interpret.sequence_results)
     sequence_results: list = field(default_factory=list)
+    # the code objects of the Python functions the interpreter ran (metatrace.entry_cache: a stored
+    # entry depends on their files)
+    interpreted_codes: set = field(default_factory=set)
 
 
 _SESSIONS = WeakTable(CompileSession)  # JitCtx -> CompileSession

@@ -1,0 +1,344 @@
+"""Pickling what a compiled entry refers to by names that mean the same thing in another process.
+
+A stored entry holds Python objects: the callables its traces call (thunder's and torch's
+functions, executor operators), the classes, enum members and callees its prologue checks by
+identity, the constants of its guard programs. :func:`dumps` writes each by a *stable key*:
+
+- a module by its name;
+- a function by module + qualified name + a digest of its code (``resolve_function`` refuses the
+  name when the code behind it changed: the entry is then stale, never reused);
+- a class, a builtin, a method descriptor by module + qualified name (pickle's own rule, which checks
+  that the name leads back to the very object);
+- a thunder ``Symbol`` by its module's attribute or by an executor's operator table (thunder's
+  own ``Symbol.__reduce__`` looks symbols up by name only, and fails for the ones replaced at run
+  time);
+- an enum member by its class and member name.
+
+A value with no stable key (a lambda or a function made at run time, a module instance, a tensor,
+a generator, a lock) raises :class:`ProcessLocal` naming it: the entry is kept in this process
+only. Plain data (numbers, strings, tuples, dtypes, devices, dataclass instances of named classes)
+is pickled by value.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import importlib
+import io
+import pickle
+import types
+from typing import Any
+
+import torch
+
+from metatrace.errors import ProcessLocal, StaleReference
+from metatrace.guards.classify import Identity
+
+
+def code_digest(code: types.CodeType) -> str:
+    """A digest of what a code object does: bytecode, names, constants (nested code included)."""
+    h = hashlib.sha256()
+    _feed_code(h, code)
+    return h.hexdigest()[:24]
+
+
+def _feed_code(h, code: types.CodeType) -> None:
+    h.update(code.co_code)
+    h.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars, code.co_argcount,
+                   code.co_kwonlyargcount, code.co_flags)).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _feed_code(h, const)
+        else:
+            h.update(repr(const).encode())
+
+
+def _lookup(module: str, qualname: str):
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def resolve_function(module: str, qualname: str, digest: str):
+    fn = _lookup(module, qualname)
+    code = getattr(fn, "__code__", None)
+    if code is None or code_digest(code) != digest:
+        raise StaleReference(f"{module}.{qualname}: its code changed since the entry was stored")
+    return fn
+
+
+def resolve_symbol(module: str | None, attribute: str | None, executor: str | None, name: str):
+    if executor is not None:
+        from thunder.extend import get_executor
+
+        ex = get_executor(executor)
+        if ex is None or name not in getattr(ex, "opmap", {}):
+            raise StaleReference(f"executor {executor!r} has no operator {name!r} in this process")
+        return ex.opmap[name]
+    return _lookup(module, attribute)
+
+
+def resolve_submodule(path: str):
+    from metatrace.state.compile_context import ENTRY_LOADING
+
+    root = ENTRY_LOADING.get().module
+    try:
+        return root if path == "" else root.get_submodule(path)
+    except (AttributeError, TypeError):
+        raise StaleReference(f"the jitted module has no submodule {path!r}") from None
+
+
+def resolve_identity(obj):
+    return Identity(obj)
+
+
+def _function_fingerprint(fn: types.FunctionType) -> tuple[str, str, str]:
+    return (fn.__module__, fn.__qualname__, code_digest(fn.__code__))
+
+
+def resolve_equivalent(fingerprint: tuple, self_class: type | None = None):
+    """A stored identity check of a function (``self_class``: of a method bound to an object of that
+    class) reached through closures and decorators, where no name leads to it."""
+    return EquivalentFunction(fingerprint, self_class)
+
+
+def resolve_equal_contents(contents: bytes, type_name: str):
+    return EqualContents(contents, type_name)
+
+
+class EqualContents(Identity):
+    """In a loading process, the check ``value is <the stored object>`` of an object no name leads
+    to (a ``functools.partial``, a dataclass instance in a class attribute) becomes: an object that
+    pickles, by the same stable keys, to the same bytes (same class, same contents). The last match
+    is remembered, so a hit's check is one ``is``."""
+
+    __slots__ = ("contents", "last")
+
+    def __init__(self, contents: bytes, type_name: str):
+        self.contents, self.last, self.type_name = contents, None, type_name
+        self.ref = self.strong = None
+
+    def get(self):
+        return self.last
+
+    def matches(self, v) -> bool:
+        if v is self.last and v is not None:
+            return True
+        try:
+            same = dumps(v) == self.contents
+        except ProcessLocal:
+            return False
+        if same:
+            self.last = v
+        return same
+
+    def __repr__(self) -> str:
+        return f"<a {self.type_name}, by contents>"
+
+
+class EquivalentFunction(Identity):
+    """In a loading process, the check ``value is <the stored function>`` becomes: a function of
+    the same module, qualified name and code (a method: bound to an object of the same class). What
+    else the trace read through it (its closure's contents, its defaults, its globals) the prologue
+    checks by its own reads, as for any function; the last match is remembered, so a hit's check
+    is one ``is``."""
+
+    __slots__ = ("fingerprint", "self_class", "last")
+
+    def __init__(self, fingerprint: tuple, self_class: type | None):
+        self.fingerprint, self.self_class, self.last = fingerprint, self_class, None
+        self.ref = self.strong = None
+        self.type_name = "method" if self_class is not None else "function"
+
+    def get(self):
+        return self.last
+
+    def matches(self, v) -> bool:
+        if v is self.last and v is not None:
+            return True
+        fn = v
+        if self.self_class is not None:
+            if type(v) is not types.MethodType or type(v.__self__) is not self.self_class:
+                return False
+            fn = v.__func__
+        if type(fn) is not types.FunctionType or _function_fingerprint(fn) != self.fingerprint:
+            return False
+        self.last = v
+        return True
+
+    def __repr__(self) -> str:
+        return f"{self.fingerprint[0]}.{self.fingerprint[1]} (by code)"
+
+
+def resolve_member(cls, name: str):
+    return cls[name]
+
+
+def resolve_executor_context(executor: str, operator: str, key: str):
+    from thunder.extend import get_executor
+
+    try:
+        return _call_context(get_executor(executor).opmap[operator])[key]
+    except (AttributeError, KeyError, TypeError):
+        raise StaleReference(f"executor {executor!r} has no operator {operator!r} calling {key!r}") from None
+
+
+def _executor_contexts() -> dict[int, tuple[str, str, str]]:
+    """id(function) -> (executor, operator, name) for the functions executors' operators call (their
+    call contexts: thunder's implementations, lambdas included), which a trace's context holds."""
+    from thunder.extend import get_all_executors
+
+    found: dict[int, tuple[str, str, str]] = {}
+    for ex in get_all_executors():
+        for op_name, sym in getattr(ex, "opmap", {}).items():
+            for key, value in _call_context(sym).items():
+                found.setdefault(id(value), (ex.name, op_name, key))
+    return found
+
+
+def _call_context(sym) -> dict:
+    """The names an operator's bound symbols give their trace's context: thunder's
+    ``register_operator(name, fn=...)`` keeps ``{name: fn}`` in the closure of the symbol's
+    ``_bind_postprocess``, not on the symbol."""
+    found = dict(getattr(sym, "_call_ctx", None) or {})
+    post = getattr(sym, "_bind_postprocess", None)
+    for cell in getattr(post, "__closure__", None) or ():
+        contents = cell.cell_contents
+        if type(contents) is dict and all(type(k) is str for k in contents):
+            found.update(contents)
+    return found
+
+
+_BY_PICKLE_NAME = (importlib.import_module,)
+
+
+def _named(obj) -> tuple[str, str] | None:
+    """(module, qualname) under which ``obj`` itself is found, else None."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+        return None
+    try:
+        found = _lookup(module, qualname)
+    except Exception:
+        return None
+    return (module, qualname) if found is obj else None
+
+
+def _symbol_reduction(sym):
+    from thunder.extend import get_all_executors
+
+    named = _named_symbol(sym)
+    if named is not None:
+        return resolve_symbol, (named[0], named[1], None, sym.name)
+    for ex in get_all_executors():
+        if getattr(ex, "opmap", {}).get(sym.name) is sym:
+            return resolve_symbol, (None, None, ex.name, sym.name)
+    raise ProcessLocal(f"thunder symbol {sym.name!r} is neither a module attribute nor an executor's operator")
+
+
+def _named_symbol(sym):
+    module = getattr(sym, "module", None)
+    module_name = getattr(module, "__name__", None)
+    if module_name is None:
+        return None
+    try:
+        found = getattr(importlib.import_module(module_name), sym.name, None)
+    except ImportError:
+        return None
+    return (module_name, sym.name) if found is sym else None
+
+
+class _StablePickler(pickle.Pickler):
+    def __init__(self, buffer, root_module):
+        super().__init__(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        self._root = root_module
+        self._paths: dict[int, str] | None = None
+
+    def _submodule_path(self, module) -> str | None:
+        if self._paths is None:
+            root = self._root
+            self._paths = {} if root is None else {id(m): p for p, m in root.named_modules(remove_duplicate=False)}
+        return self._paths.get(id(module))
+
+    def _identity(self, identity):
+        """An object checked by ``is``: only by a name (an object copied by value is never the same)."""
+        target = identity.get()
+        if target is None:
+            raise ProcessLocal(f"an object checked by identity was freed: {identity!r}")
+        if isinstance(target, torch.nn.Module) and self._submodule_path(target) is not None:
+            return resolve_identity, (target,)
+        if isinstance(target, (type, types.BuiltinFunctionType, types.ModuleType, enum.Enum)):
+            return resolve_identity, (target,)
+        if _named(target) is not None:
+            return resolve_identity, (target,)
+        if type(target) is types.FunctionType:
+            return resolve_equivalent, (_function_fingerprint(target),)
+        if (type(target) is types.MethodType and type(target.__func__) is types.FunctionType
+                and _named(type(target.__self__)) is not None):
+            return resolve_equivalent, (_function_fingerprint(target.__func__), type(target.__self__))
+        try:  # an object of a named class (a partial, a dataclass): the same contents, by value
+            contents = dumps(target, self._root)
+        except ProcessLocal:
+            raise ProcessLocal(f"{identity!r} is checked by identity and has no name in another process") from None
+        return resolve_equal_contents, (contents, type(target).__qualname__)
+
+    def reducer_override(self, obj):
+        from thunder.core.symbol import Symbol
+
+        kind = type(obj)
+        if kind is Identity:
+            return self._identity(obj)
+        if obj in _BY_PICKLE_NAME:
+            return NotImplemented
+        if kind is types.ModuleType:
+            return importlib.import_module, (obj.__name__,)
+        if kind is types.FunctionType:
+            named = _named(obj)
+            if named is not None:
+                return resolve_function, (*named, code_digest(obj.__code__))
+            in_executor = _executor_contexts().get(id(obj))
+            if in_executor is not None:
+                return resolve_executor_context, in_executor
+            raise ProcessLocal(f"the function {obj.__module__}.{obj.__qualname__} has no importable name")
+        if isinstance(obj, Symbol):
+            return _symbol_reduction(obj)
+        if isinstance(obj, enum.Enum):
+            return resolve_member, (kind, obj.name)
+        if isinstance(obj, torch.nn.Module):
+            path = self._submodule_path(obj)
+            if path is not None:
+                return resolve_submodule, (path,)
+        if isinstance(obj, (torch.Tensor, torch.nn.Module, torch.Generator)):
+            raise ProcessLocal(f"a {kind.__name__} object is known only by identity")
+        if kind is types.MethodType:
+            raise ProcessLocal(f"the bound method {obj!r} is known only by its object's identity")
+        return NotImplemented
+
+
+_BY_PICKLE_NAME += (resolve_function, resolve_symbol, resolve_member, resolve_executor_context, resolve_submodule,
+                     resolve_identity, resolve_equivalent, resolve_equal_contents)
+
+
+def dumps(value: Any, root_module=None) -> bytes:
+    """``value`` pickled by stable keys (a submodule of ``root_module``, the jitted module, by its
+    path); raises :class:`ProcessLocal` naming what has none."""
+    buffer = io.BytesIO()
+    try:
+        _StablePickler(buffer, root_module).dump(value)
+    except ProcessLocal:
+        raise
+    except (pickle.PicklingError, TypeError, AttributeError) as e:
+        raise ProcessLocal(f"cannot be named in another process: {e}") from None
+    return buffer.getvalue()
+
+
+def loads(data: bytes) -> Any:
+    """The value of :func:`dumps`; raises :class:`StaleReference` where a name leads elsewhere now."""
+    try:
+        return pickle.loads(data)
+    except StaleReference:
+        raise
+    except Exception as e:
+        raise StaleReference(f"a stored name does not resolve in this process: {type(e).__name__}: {e}") from None
