@@ -364,10 +364,15 @@ def _argument_paths(prologue_trace, parameters: list[str]) -> dict[str, str]:
 
 
 def configure_from_environment() -> None:
-    """METATRACE_LOG=recompiles sends the recompile log to stderr."""
-    if "recompiles" in os.environ.get("METATRACE_LOG", "").split(","):
-        if not recompile_logger.handlers:
+    """METATRACE_LOG=recompiles sends the recompile log to stderr; METATRACE_LOG=cache the entry
+    cache's (entries loaded, stored, skipped as stale, kept in the process and why); both may be
+    given, comma-separated."""
+    asked = os.environ.get("METATRACE_LOG", "").split(",")
+    for name, logger in (("recompiles", recompile_logger), ("cache", logging.getLogger("metatrace.entry_cache"))):
+        if name not in asked:
+            continue
+        if not logger.handlers:
             handler = logging.StreamHandler()
             handler.setFormatter(logging.Formatter("[metatrace] %(message)s"))
-            recompile_logger.addHandler(handler)
-        recompile_logger.setLevel(logging.INFO)
+            logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
