@@ -80,12 +80,49 @@ def _plain(text: str, what: str) -> str:
     return text
 
 
-def _no_transforms(cd) -> list:
-    transforms = list(getattr(cd, "transforms", None) or ())
-    if transforms:  # (a transform's settings live on its object: no key says they are the same)
-        names = ", ".join(type(t).__qualname__ for t in transforms)
-        raise ProcessLocal(f"the transforms {names} are known by their objects in this process")
-    return []
+def _transforms(cd) -> list:
+    """Each transform by class and settings (ddp's bucket size, fsdp's sharding strategy, the
+    process group by backend, size and this rank): what it does to the trace is its class's code
+    (in the key through its library's version or the files the compile ran) and these."""
+    return [_transform(t) for t in getattr(cd, "transforms", None) or ()]
+
+
+def _transform(t) -> dict:
+    cls = type(t)
+    named = {"class": f"{cls.__module__}.{cls.__qualname__}"}
+    if "<" in cls.__qualname__:
+        raise ProcessLocal(f"the transform {cls.__qualname__} is a class made at run time")
+    for name, value in sorted(vars(t).items()):
+        named[name] = _setting(value, f"{cls.__qualname__}.{name}")
+    return named
+
+
+def _setting(value, where: str, depth: int = 0):
+    import enum
+
+    import torch
+
+    if value is None or type(value) in (bool, int, float, str, torch.device, torch.dtype):
+        return repr(value)
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__qualname__}.{value.name}"
+    if type(value) is types.FunctionType and "<" not in value.__qualname__:
+        return ("function", value.__module__, value.__qualname__, code_digest(value.__code__))
+    if isinstance(value, torch.Tensor):  # (a parameter the transform holds: its metadata; the prologue checks it)
+        return ("tensor", tuple(value.shape), str(value.dtype), str(value.device), value.requires_grad)
+    if type(value).__name__ in ("ProcessGroup", "ProcessGroupGloo", "ProcessGroupNCCL"):
+        import torch.distributed as tdist
+
+        return ("process_group", str(tdist.get_backend(value)), value.size(), value.rank())
+    if depth < 3 and isinstance(value, (set, frozenset)):
+        return sorted(repr(_setting(v, where, depth + 1)) for v in value)
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return [_setting(v, where, depth + 1) for v in value]
+    if depth < 3 and isinstance(value, dict) and all(type(k) is str for k in value):
+        return {k: _setting(v, f"{where}[{k!r}]", depth + 1) for k, v in sorted(value.items())}
+    if depth < 3 and hasattr(value, "items") and hasattr(value, "keys"):  # (a weak tensor-keyed dict: its values)
+        return sorted((_setting(v, where, depth + 1) for v in value.values()), key=repr)
+    raise ProcessLocal(f"the transform setting {where} ({type(value).__qualname__}) has no stable key")
 
 
 def program_key(fn, cd) -> tuple[str, dict]:
@@ -99,7 +136,7 @@ def program_key(fn, cd) -> tuple[str, dict]:
         # is per process, and an entry calling it stays in the process: stable_refs)
         "executors": [_AD_HOC.sub("__ad_hoc_executor", ex.name) for ex in cd.executors_list],
         "options": _plain(repr(sorted((k, repr(v)) for k, v in cd.compile_options.items())), "compile options"),
-        "transforms": _no_transforms(cd),
+        "transforms": _transforms(cd),
         "cache": str(cd.cache_option),
         "autograd": not cd.disable_torch_autograd_support,
         "sharp_edges": str(cd.sharp_edges),

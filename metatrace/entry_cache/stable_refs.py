@@ -138,6 +138,35 @@ class EqualContents(Identity):
         return f"<a {self.type_name}, by contents>"
 
 
+def resolve_equivalent_code(fingerprint: tuple):
+    return EquivalentCode(fingerprint)
+
+
+class EquivalentCode(Identity):
+    """In a loading process, the check ``code is <the stored code object>`` becomes: code of the same
+    file, qualified name and digest (a code object cannot be named; the file's digest is checked too)."""
+
+    __slots__ = ("fingerprint", "last")
+
+    def __init__(self, fingerprint: tuple):
+        self.fingerprint, self.last, self.type_name = fingerprint, None, "code"
+        self.ref = self.strong = None
+
+    def get(self):
+        return self.last
+
+    def matches(self, v) -> bool:
+        if v is self.last and v is not None:
+            return True
+        if type(v) is not types.CodeType or (v.co_filename, v.co_qualname, code_digest(v)) != self.fingerprint:
+            return False
+        self.last = v
+        return True
+
+    def __repr__(self) -> str:
+        return f"<code of {self.fingerprint[1]}, by digest>"
+
+
 class EquivalentFunction(Identity):
     """In a loading process, the check ``value is <the stored function>`` becomes: a function of
     the same module, qualified name and code (a method: bound to an object of the same class). What
@@ -250,11 +279,42 @@ def _named_symbol(sym):
     return (module_name, sym.name) if found is sym else None
 
 
+def process_groups(cd) -> dict[tuple, object]:
+    """The process groups a jitted callable's traces may call, by role: ddp's group on the compile
+    data, each transform's ``process_group``, the default group."""
+    groups: dict[tuple, object] = {}
+    if cd is None:
+        return groups
+    if getattr(cd, "process_group_for_ddp", None) is not None:
+        groups[("ddp",)] = cd.process_group_for_ddp
+    for i, t in enumerate(getattr(cd, "transforms", None) or ()):
+        if getattr(t, "process_group", None) is not None:
+            groups[("transform", i)] = t.process_group
+    try:
+        import torch.distributed as tdist
+
+        if tdist.is_available() and tdist.is_initialized():
+            groups[("default",)] = tdist.distributed_c10d._get_default_group()
+    except Exception:  # noqa: BLE001 - no distributed package: no default group
+        pass
+    return groups
+
+
+def resolve_process_group(role: tuple):
+    from metatrace.state.compile_context import ENTRY_LOADING
+
+    group = process_groups(ENTRY_LOADING.get().cd).get(role)
+    if group is None:
+        raise StaleReference(f"no process group {role} in this process")
+    return group
+
+
 class _StablePickler(pickle.Pickler):
-    def __init__(self, buffer, root_module):
+    def __init__(self, buffer, root_module, cd=None):
         super().__init__(buffer, protocol=pickle.HIGHEST_PROTOCOL)
         self._root = root_module
         self._paths: dict[int, str] | None = None
+        self._groups = {id(g): role for role, g in reversed(process_groups(cd).items())}
 
     def _submodule_path(self, module) -> str | None:
         if self._paths is None:
@@ -275,6 +335,8 @@ class _StablePickler(pickle.Pickler):
             return resolve_identity, (target,)
         if type(target) is types.FunctionType:
             return resolve_equivalent, (_function_fingerprint(target),)
+        if type(target) is types.CodeType:
+            return resolve_equivalent_code, ((target.co_filename, target.co_qualname, code_digest(target)),)
         if (type(target) is types.MethodType and type(target.__func__) is types.FunctionType
                 and _named(type(target.__self__)) is not None):
             return resolve_equivalent, (_function_fingerprint(target.__func__), type(target.__self__))
@@ -312,21 +374,28 @@ class _StablePickler(pickle.Pickler):
                 return resolve_submodule, (path,)
         if isinstance(obj, (torch.Tensor, torch.nn.Module, torch.Generator)):
             raise ProcessLocal(f"a {kind.__name__} object is known only by identity")
+        if kind.__name__.startswith("ProcessGroup"):
+            role = self._groups.get(id(obj))
+            if role is None:
+                raise ProcessLocal("a process group other than the jitted callable's or the default one")
+            return resolve_process_group, (role,)
         if kind is types.MethodType:
             raise ProcessLocal(f"the bound method {obj!r} is known only by its object's identity")
         return NotImplemented
 
 
 _BY_PICKLE_NAME += (resolve_function, resolve_symbol, resolve_member, resolve_executor_context, resolve_submodule,
-                     resolve_identity, resolve_equivalent, resolve_equal_contents)
+                     resolve_identity, resolve_equivalent, resolve_equal_contents,
+                     resolve_process_group, resolve_equivalent_code)
 
 
-def dumps(value: Any, root_module=None) -> bytes:
+def dumps(value: Any, root_module=None, cd=None) -> bytes:
     """``value`` pickled by stable keys (a submodule of ``root_module``, the jitted module, by its
-    path); raises :class:`ProcessLocal` naming what has none."""
+    path; a process group by its role for the compile data ``cd``); raises :class:`ProcessLocal`
+    naming what has none."""
     buffer = io.BytesIO()
     try:
-        _StablePickler(buffer, root_module).dump(value)
+        _StablePickler(buffer, root_module, cd).dump(value)
     except ProcessLocal:
         raise
     except (pickle.PicklingError, TypeError, AttributeError) as e:

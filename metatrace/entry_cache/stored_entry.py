@@ -72,6 +72,7 @@ class Loading:
     ids: dict[str, str]
     module: object  # the jitted nn.Module (submodules are stored by path), or None
     wrapper: object  # its ThunderModule, or None
+    cd: object  # thunder's compile data of the jitted callable (process groups are stored by role)
 
 
 class StoredTrace:
@@ -128,7 +129,7 @@ def capture(entry, cd, codes: set) -> StoredEntry:
         if function_obj is not None and function_obj is not jitted:
             raise ProcessLocal(f"the entry's {role} refers to an object other than the jitted callable")
         ctx = {k: v for k, v in source.ctx.items() if k not in _THUNDER_NAMES and k != source.name}
-        functions[role] = StoredFunction(source.name, source.text, stable_refs.dumps(ctx, root),
+        functions[role] = StoredFunction(source.name, source.text, stable_refs.dumps(ctx, root, cd),
                                          function_obj is not None)
     ids = tuple(dict.fromkeys(m.group(2) for f in functions.values() if f is not None
                               for m in _ID_USE.finditer(f.text)))
@@ -146,7 +147,7 @@ def capture(entry, cd, codes: set) -> StoredEntry:
         format=FORMAT,
         functions=functions,
         ids=ids,
-        tables=stable_refs.dumps(tables, root),
+        tables=stable_refs.dumps(tables, root, cd),
         files=code_files.files_of(codes),
         non_differentiable=requires_grad.NON_DIFFERENTIABLE.get(entry.backward_fn) if entry.backward_fn else None,
         grad_mode_left=None if first is None else requires_grad.grad_mode_left(first),
@@ -179,7 +180,7 @@ def rebuild(stored: StoredEntry, cd, cs):
     ids = {old: registry.new_id(re.match(r"[a-z]+", old).group(0), record) for old in stored.ids}
     jitted = cd.fn
     module = jitted if _is_module(jitted) else None
-    loading = Loading(ids, module, None if module is None else wrapper_of_module(module))
+    loading = Loading(ids, module, None if module is None else wrapper_of_module(module), cd)
     with ENTRY_LOADING.set_to(loading):
         tables = stable_refs.loads(stored.tables)
         ctxs = {role: None if f is None else stable_refs.loads(f.ctx) for role, f in stored.functions.items()}
