@@ -80,14 +80,19 @@ def resolve_symbol(module: str | None, attribute: str | None, executor: str | No
     return _lookup(module, attribute)
 
 
-def resolve_submodule(path: str):
+def resolve_submodule(path: str, cls: type):
+    """The jitted module's submodule at ``path``, which must be of class ``cls`` (an identity check
+    of a submodule of another class must fail, as it would have in the storing process)."""
     from metatrace.state.compile_context import ENTRY_LOADING
 
     root = ENTRY_LOADING.get().module
     try:
-        return root if path == "" else root.get_submodule(path)
+        found = root if path == "" else root.get_submodule(path)
     except (AttributeError, TypeError):
         raise StaleReference(f"the jitted module has no submodule {path!r}") from None
+    if type(found) is not cls:
+        raise StaleReference(f"the jitted module's {path!r} is a {type(found).__qualname__}, not a {cls.__qualname__}")
+    return found
 
 
 def resolve_identity(obj):
@@ -371,7 +376,7 @@ class _StablePickler(pickle.Pickler):
         if isinstance(obj, torch.nn.Module):
             path = self._submodule_path(obj)
             if path is not None:
-                return resolve_submodule, (path,)
+                return resolve_submodule, (path, type(obj))
         if isinstance(obj, (torch.Tensor, torch.nn.Module, torch.Generator)):
             raise ProcessLocal(f"a {kind.__name__} object is known only by identity")
         if kind.__name__.startswith("ProcessGroup"):

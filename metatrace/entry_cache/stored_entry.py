@@ -21,6 +21,7 @@ functions as thunder does. The traces of a rebuilt entry are :class:`StoredTrace
 
 from __future__ import annotations
 
+import pickle
 import re
 import time
 import weakref
@@ -62,6 +63,7 @@ class StoredEntry:
     non_differentiable: tuple | None
     grad_mode_left: bool | None
     return_none_instead_of_grads: bool
+    explain_checks: bytes | None  # what metatrace.explain shows for the entry (pickled CheckTexts)
     meta: dict = field(default_factory=dict)  # what the cache list shows (created, compile seconds)
 
 
@@ -76,12 +78,13 @@ class Loading:
 
 
 class StoredTrace:
-    """The text of a rebuilt entry's function where thunder keeps traces (``thunder.last_traces``)."""
+    """The text of a rebuilt entry's function where thunder keeps traces (``thunder.last_traces``);
+    a prologue's also carries the checks ``metatrace.explain`` lists."""
 
     bound_symbols: tuple = ()
 
-    def __init__(self, text: str):
-        self.text = text
+    def __init__(self, text: str, explain_checks: list | None = None):
+        self.text, self.explain_checks = text, explain_checks
 
     def python(self, **_) -> str:
         return self.text
@@ -152,8 +155,18 @@ def capture(entry, cd, codes: set) -> StoredEntry:
         non_differentiable=requires_grad.NON_DIFFERENTIABLE.get(entry.backward_fn) if entry.backward_fn else None,
         grad_mode_left=None if first is None else requires_grad.grad_mode_left(first),
         return_none_instead_of_grads=bool(entry.return_none_instead_of_grads),
+        explain_checks=_explain_checks(entry, jitted),
         meta={"created": time.time()},
     )
+
+
+def _explain_checks(entry, jitted) -> bytes | None:
+    from metatrace.guards.explain import _entry_checks
+
+    try:
+        return pickle.dumps(_entry_checks(entry.prologue_traces[-1], jitted), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - a check text holding an object: explain shows the prologue's text only
+        return None
 
 
 def _is_module(obj) -> bool:
@@ -208,7 +221,8 @@ def rebuild(stored: StoredEntry, cd, cs):
         requires_grad.NON_DIFFERENTIABLE[built["backward"]] = stored.non_differentiable
     entry = thunder.CacheEntry(prologue, [], built["computation"], [], built["epilogue"], [], built["backward"], [],
                                stored.return_none_instead_of_grads)
-    trace = lambda role: [StoredTrace(texts[role])] if role in texts else []  # noqa: E731
+    checks = pickle.loads(stored.explain_checks) if stored.explain_checks is not None else None
+    trace = lambda role: [StoredTrace(texts[role], checks if role == "prologue" else None)] if role in texts else []  # noqa: E731
     # (given after construction: metatrace's CacheEntry hook reads a compiled entry's first trace)
     return entry._replace(prologue_traces=trace("prologue"), computation_traces=trace("computation"),
                           epilogue_traces=trace("epilogue"), backward_traces=trace("backward"))

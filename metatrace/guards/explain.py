@@ -182,6 +182,9 @@ _VALUE_CHECKS = ("check_number_type_and_value", "check_string_value", "check_lit
 
 
 def _entry_checks(prologue_trace, fn=None) -> list[CheckText]:
+    stored = getattr(prologue_trace, "explain_checks", None)  # (an entry loaded from disk: metatrace.entry_cache)
+    if stored is not None:
+        return list(stored)
     checks: list[CheckText] = []
     reads = _prologue_reads(prologue_trace, fn)
     for bsym in prologue_trace.bound_symbols:
