@@ -201,10 +201,8 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         distributed.patches,
         # the collector paced for the compile's phases (wrapping what the rows above installed there)
         gc_pacing_phases.patches,
-        # torch.compile
-        thunderfx.patches,
-        # compiled entries stored on disk and loaded by a fresh process
-        entry_cache.patches,
+        thunderfx.patches,  # torch.compile
+        entry_cache.patches,  # compiled entries stored on disk and loaded by a fresh process
         # jm.generate: a jitted module's methods that call forward run the compiled one
         module_methods.patches,
         # thunder's size-oblivious sites enter themselves: every reference to them is wrapped, last,

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import tempfile
 import warnings
 from pathlib import Path
@@ -43,11 +44,23 @@ def warn_once(kind: str, text: str) -> None:
     warnings.warn(f"metatrace entry cache: {text}", EntryCacheWarning, stacklevel=3)
 
 
+# thunder's first comment line of a trace says how long its pass took
+_TIMING = re.compile(r" \(took \d+ milliseconds\)")
+
+
 def encode(stored) -> tuple[str, bytes]:
-    """(file name, bytes) of a stored entry: the name is the digest of what it runs."""
+    """(file name, bytes) of a stored entry: the name is the digest of what it runs (not when it
+    was made, nor how long thunder's passes took: one entry stored by two processes, two ranks, is
+    one file)."""
     payload = pickle.dumps(stored, protocol=pickle.HIGHEST_PROTOCOL)
-    same = dict(vars(stored), meta=None)
-    name = hashlib.sha256(pickle.dumps(same, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest()[:32]
+    h = hashlib.sha256()  # (field by field: a pickle's bytes depend on which equal strings are one object)
+    for role, f in sorted(stored.functions.items()):
+        h.update(repr((role, None if f is None else (f.name, _TIMING.sub("", f.text), f.function_obj))).encode())
+        h.update(b"" if f is None else f.ctx)
+    h.update(repr((stored.ids, sorted(stored.files.items()), stored.non_differentiable, stored.grad_mode_left,
+                   stored.return_none_instead_of_grads)).encode())
+    h.update(stored.tables)
+    name = h.hexdigest()[:32]
     header = json.dumps({"format": FORMAT, "length": len(payload), "sha256": hashlib.sha256(payload).hexdigest()})
     return name + SUFFIX, MAGIC + b" " + header.encode() + b"\n" + payload
 

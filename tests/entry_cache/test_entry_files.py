@@ -333,20 +333,11 @@ def test_two_writers_at_once_leave_whole_entries_a_third_process_loads(two_write
     assert third["equal"]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "each process names the same entry differently: the name hashes the prologue's text, whose "
-    "first line is thunder's '# Constructed by Transform for execution (took N milliseconds)' "
-    "(test_an_entry_is_named_by_what_it_runs_not_by_how_long_its_compile_took; not strict: the "
-    "two compiles can take the same milliseconds)"))
 def test_two_writers_at_once_leave_exactly_one_entry_file(two_writers):
     directory, _ = two_writers
     assert len(entry_files_in(directory)) == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "entry_files.encode names a file by a digest of the stored entry's texts, and the prologue's "
-    "text begins with thunder's '# Constructed by Transform for execution (took N milliseconds)': "
-    "the same entry stored by two processes gets two files (both loaded, the directory grows)"))
 def test_an_entry_is_named_by_what_it_runs_not_by_how_long_its_compile_took(enabled, entry_dir):
     stored = entry_files.decode(store().read_bytes())
     prologue = stored.functions["prologue"]
