@@ -84,8 +84,13 @@ class _IdentityKey:
     def __eq__(self, other) -> bool:
         if not isinstance(other, _IdentityKey):
             return False
+        # either side may be a check loaded from disk, which holds no object until it matched one
+        # (metatrace.entry_cache.stable_refs): the live object is matched by the other side's check
         obj = other.identity.get()
-        return obj is not None and self.identity.matches(obj)
+        if obj is not None and self.identity.matches(obj):
+            return True
+        obj = self.identity.get()
+        return obj is not None and other.identity.matches(obj)
 
     def __hash__(self) -> int:
         return id(self.identity.get())
