@@ -14,7 +14,7 @@ from thunder.core import baseutils
 from metatrace.entry_cache import settings
 from metatrace.entry_cache.cache_list import _jit, entry_cache_stats
 from metatrace.patching import Patch, attribute
-from metatrace.state.callable_sources import SOURCES, CallableSource
+from metatrace.state.callable_sources import COMPILED_REGIONS, SOURCES, CallableSource
 
 __all__ = ["entry_cache_stats", "patches"]
 
@@ -33,8 +33,39 @@ def _recording_sources(original):
     return build_callable
 
 
+def _recording_regions(original):
+    @functools.wraps(original)
+    def make_compiled(bsyms, sorted_unique_inputs, sorted_unique_outputs, *, mode=None):
+        compiled = original(bsyms, sorted_unique_inputs, sorted_unique_outputs, mode=mode)
+        if settings.enabled():
+            # the function make_compiled built from the region's trace (the last one built here)
+            region = next((fn for fn, _ in _closure_functions(compiled) if fn in SOURCES), None)
+            if region is not None:
+                COMPILED_REGIONS[compiled] = (region, mode)
+        return compiled
+
+    return make_compiled
+
+
+def _closure_functions(fn, depth: int = 4):
+    """The functions in ``fn``'s closures, and theirs, with torch.compile's original callables."""
+    for cell in getattr(fn, "__closure__", None) or ():
+        inner = cell.cell_contents
+        if callable(inner):
+            yield inner, depth
+            original = getattr(inner, "_torchdynamo_orig_callable", None)
+            if original is not None:
+                yield original, depth
+            if depth:
+                yield from _closure_functions(inner, depth - 1)
+
+
 def patches() -> list[Patch]:
+    from thunder.executors import torch_compile
+
     return [
+        attribute(torch_compile, "make_compiled", _recording_regions,
+                  "a torch.compile fusion region keeps the text it was compiled from, for storing", wrap=True),
         attribute(thunder, "jit", _jit, "a jitted callable under symbolic values loads and stores its entries",
                   wrap=True),
         attribute(baseutils, "build_callable", _recording_sources,

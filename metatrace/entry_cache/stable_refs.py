@@ -34,6 +34,7 @@ import torch
 
 from metatrace.errors import ProcessLocal, StaleReference
 from metatrace.guards.classify import Identity
+from metatrace.state.callable_sources import COMPILED_REGIONS, SOURCES
 
 
 def code_digest(code: types.CodeType) -> str:
@@ -206,6 +207,20 @@ class EquivalentFunction(Identity):
         return f"{self.fingerprint[0]}.{self.fingerprint[1]} (by code)"
 
 
+def resolve_compiled_region(name: str, text: str, ctx: dict, mode: str | None):
+    """A torch.compile fusion region, compiled again from its text as thunder's ``make_compiled``
+    does (torch.compile compiles on the first call; inductor's own caches apply)."""
+    import thunder
+    from thunder.core import baseutils
+    from thunder.core.compile_data import get_compile_option
+    from thunder.executors.torchex import no_autocast
+
+    fn = baseutils.build_callable(name, python_str=text, file_name=f"thunder.{name}", ctx={**ctx, "thunder": thunder})
+    fullgraph = get_compile_option("torch_compile_fullgraph", "Whether to enable `fullgraph` from `torch.compile`.")
+    compiled = torch.compile(fn, mode=mode, fullgraph=True if fullgraph is None else fullgraph)
+    return torch.no_grad()(no_autocast(compiled))
+
+
 def resolve_member(cls, name: str):
     return cls[name]
 
@@ -361,6 +376,11 @@ class _StablePickler(pickle.Pickler):
             return NotImplemented
         if kind is types.ModuleType:
             return importlib.import_module, (obj.__name__,)
+        if kind is types.FunctionType and obj in COMPILED_REGIONS:
+            region, mode = COMPILED_REGIONS[obj]
+            source = SOURCES[region]
+            ctx = {k: v for k, v in source.ctx.items() if k not in ("__builtins__", "__function_obj", "thunder", source.name)}
+            return resolve_compiled_region, (source.name, source.text, ctx, mode)
         if kind is types.FunctionType:
             named = _named(obj)
             if named is not None:
@@ -391,7 +411,7 @@ class _StablePickler(pickle.Pickler):
 
 _BY_PICKLE_NAME += (resolve_function, resolve_symbol, resolve_member, resolve_executor_context, resolve_submodule,
                      resolve_identity, resolve_equivalent, resolve_equal_contents,
-                     resolve_process_group, resolve_equivalent_code)
+                     resolve_process_group, resolve_equivalent_code, resolve_compiled_region)
 
 
 def dumps(value: Any, root_module=None, cd=None) -> bytes:

@@ -20,3 +20,8 @@ class CallableSource:
 
 
 SOURCES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # callable -> CallableSource
+
+# thunder's torch.compile fusion regions: the function ``make_compiled`` returns -> (the function it
+# built from the region's trace, the executor's torch.compile mode); a stored entry keeps the
+# region's text and compiles it again in the loading process (metatrace.entry_cache.stable_refs)
+COMPILED_REGIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

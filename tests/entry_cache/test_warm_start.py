@@ -3,7 +3,8 @@
 Two real processes run tests/entry_cache/warm_start_driver.py with one entry cache directory:
 litgpt's llama2-like training over 8 lengths, Hugging Face Llama training over 5 lengths, HF
 ``generate`` with the default DynamicCache over 3 prompt lengths, litgpt's MoE (mixtral-like)
-training. The first compiles and stores; the second must compile nothing, load the stored
+training, and a function with torch_compile_ex's fusion regions (compiled again by torch.compile
+from their stored text). The first compiles and stores; the second must compile nothing, load the stored
 entries, and return bitwise what the first returned (outputs, every gradient, generated tokens).
 Then thunder's ddp and fsdp on 2 gloo CPU ranks, twice: the second spawn compiles 0 times per
 rank and its gradients equal eager's mean gradients. (The first call's cost, cold against warm,
@@ -25,7 +26,8 @@ import torch
 pytestmark = pytest.mark.slow
 
 DRIVER = Path(__file__).resolve().parent / "warm_start_driver.py"
-WORKLOADS = ("litgpt llama2-like training", "HF Llama training", "HF generate (DynamicCache)", "litgpt MoE training")
+WORKLOADS = ("litgpt llama2-like training", "HF Llama training", "HF generate (DynamicCache)", "litgpt MoE training",
+             "torch_compile_ex fusion regions")
 
 
 def _cache_env(directory: Path) -> dict:

@@ -83,11 +83,33 @@ def hf_generate():
     return jm, tokens
 
 
+def _gelu_head(x, w):
+    return torch.nn.functional.gelu(x @ w).sum(-1)
+
+
+def fusion_regions():
+    """A torch_compile_ex entry: its fusion regions are stored as their traces' text and compiled
+    again by torch.compile in the loading process."""
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    jf = thunder.jit(_gelu_head, cache=SYMBOLIC, executors=[torch_compile_ex, *thunder.get_default_executors()])
+    w = torch.randn(8, 4, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    steps = []
+    for T in (3, 5, 7):
+        x = torch.randn(T, 8, generator=torch.Generator().manual_seed(T))
+        out = jf(x, w)
+        out.sum().backward()
+        steps.append((out, w.grad.clone()))
+        w.grad = None
+    return jf, steps
+
+
 WORKLOADS = {
     "litgpt llama2-like training": lambda: litgpt("llama2-like"),
     "HF Llama training": hf_llama,
     "HF generate (DynamicCache)": hf_generate,
     "litgpt MoE training": lambda: litgpt("mixtral-like"),
+    "torch_compile_ex fusion regions": fusion_regions,
 }
 
 
