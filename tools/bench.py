@@ -66,9 +66,32 @@ values with metatrace disabled, alternated ``--litgpt-repeats`` times, medians a
     DynamicCache) of a tiny Llama (2 layers) over 4 prompts (lengths 5-12, batches 1 and 2) with
     ``model.forward`` jitted: metatrace's total time, compiles and tokens against eager's, the median
     tokens per second of five later calls against eager's, and what stock thunder (constant values) does.
+16. warm-start (issue 52): the first call of a fresh process, each mode in a new process of its own
+    (imports, ``enable()`` and the model's construction excluded; one-time costs included; the
+    process's whole wall time, imports included, beside it), then two more sequence lengths, the
+    compiles of all three counted: metatrace (symbolic values) cold, its entry cache on in a fresh
+    empty directory, and warm, a second process on the directory the first filled;
+    ``torch.compile(backend="aot_eager")`` cold, in a fresh empty ``TORCHINDUCTOR_CACHE_DIR``, saving
+    Mega-Cache's artifacts (``torch.compiler.save_cache_artifacts()``) at its end, and warm, a new
+    process in another fresh directory that loads them (``torch.compiler.load_cache_artifacts``,
+    timed within its first call) before its first call. Workloads: compile's HF Llama training
+    step (T=16, then 24, 32) and litgpt's ``--litgpt-config`` training step (T=32, then 16, 48).
+    Medians over ``--warm-start-repeats``; ratios metatrace warm / cold and metatrace warm /
+    aot_eager warm (target < 1). What Mega-Cache holds for aot_eager (torch 2.9.1): no compiled
+    code (AOTAutograd's cache takes only serializable compilers, inductor's; aot_eager has no FX
+    graph cache), only dynamo's PGO profiles (which sizes turned out dynamic), recorded only
+    under a job id (``TORCH_COMPILE_JOB_ID``, set here for both aot_eager processes): the warm
+    process still traces every frame with dynamo and AOTAutograd, but marks the lengths dynamic at
+    once instead of recompiling; the artifacts' kinds are printed.
+    Compiles: ``thunder.cache_misses`` for metatrace, dynamo's ``unique_graphs`` counter for
+    torch.compile. The entry cache never touches ``~/.cache/metatrace/entries`` here (a temporary
+    directory each). A warm process that loaded nothing because the program key changed (metatrace's
+    source edited between the two processes, as in a shared working tree) runs its pair again, at
+    most twice, and says so.
 
 Sections: codegen, tracing, prologue, nanogpt, litgpt-compile, litgpt-train, litgpt-decode,
-litgpt-hit, lora-train, ddp-train, gpt2-train, torch-compile, moe-train, compile, hf-generate. ``--only litgpt`` runs the litgpt ones (a name or
+litgpt-hit, lora-train, ddp-train, gpt2-train, torch-compile, moe-train, compile, hf-generate,
+warm-start. ``--only litgpt`` runs the litgpt ones (a name or
 a prefix, comma-separated), ``--skip tracing,nanogpt`` leaves some out.
 """
 
@@ -660,8 +683,185 @@ def bench_compile(config: str, repeats: int) -> None:
           flush=True)
 
 
+WARM_START_MODES = ("metatrace-cold", "metatrace-warm", "aot_eager-cold", "aot_eager-warm")
+
+
+def _warm_start_workloads(config: str) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """name: (label, sequence lengths: the timed first call's, then the others) of warm-start."""
+    return {"hf-llama": ("HF Llama training step", (16, 24, 32)),
+            f"litgpt-{config}": (f"litgpt {config} training step", (32, 16, 48))}
+
+
+def _warm_start_workload(name: str):
+    """(model, ``step(fn, T)``) of a warm-start workload: the training step at length T."""
+    import torch
+
+    if name == "hf-llama":
+        model, _ = _hf_llama_workload(True)
+
+        def step(fn, T):
+            x = torch.randint(0, 128, (2, T), generator=torch.Generator().manual_seed(T))
+            fn(input_ids=x).logits.sum().backward()
+
+        return model, step
+    from litgpt_workloads import build, training_input, training_step
+
+    model = build(name.removeprefix("litgpt-"))
+    return model, lambda fn, T: training_step(fn, model, training_input(model, T))
+
+
+def _run_warm_start(spec: str) -> None:
+    """One warm-start process (``--warm-start-run WORKLOAD:MODE:LENGTHS``): the first call timed,
+    the other lengths run, compiles counted; a JSON line. The directories come in the environment
+    (``METATRACE_ENTRY_CACHE_DIR``, ``TORCHINDUCTOR_CACHE_DIR``, ``BENCH_WARM_START_ARTIFACTS``)."""
+    import json
+    import os
+
+    import torch
+    import torch._dynamo  # noqa: F401  (imported before the clock starts, as thunder is)
+
+    name, mode, lengths = spec.split(":")
+    lengths = [int(T) for T in lengths.split(",")]
+    model, step = _warm_start_workload(name)
+    out = {}
+    if mode.startswith("metatrace"):
+        from hf_workloads import plain_output_collector
+
+        from metatrace.entry_cache import entry_cache_stats
+
+        with metatrace.enable():  # the rewritten metas loaded, as a user's enable() at startup
+            pass
+        with plain_output_collector(), metatrace.enable():
+            jm = thunder.jit(model, cache="symbolic values")
+            gc.collect()
+            start = time.perf_counter()
+            step(jm, lengths[0])
+            out["first"] = time.perf_counter() - start
+            out["first compiles"] = thunder.cache_misses(jm)
+            for T in lengths[1:]:
+                step(jm, T)
+            out["compiles"] = thunder.cache_misses(jm)
+            stats = entry_cache_stats(jm)
+            if stats is None:
+                out["note"] = "entry cache off"
+            else:
+                out.update(loaded=stats.loaded, stored=stats.stored, load=stats.load_seconds,
+                           kept_local=stats.kept_local[:3], skipped=stats.skipped[:3])
+            entries = Path(os.environ["METATRACE_ENTRY_CACHE_DIR"])  # the program keys stored under
+            out["keys"] = sorted(p.name for p in entries.iterdir() if p.is_dir()) if entries.is_dir() else []
+    else:
+        artifacts = Path(os.environ["BENCH_WARM_START_ARTIFACTS"])
+        torch._dynamo.reset()
+        counters = torch._dynamo.utils.counters
+        counters.clear()
+        compiled = torch.compile(model, backend="aot_eager")
+        gc.collect()
+        start = time.perf_counter()
+        if mode == "aot_eager-warm":
+            data = artifacts.read_bytes()  # empty: the cold process had nothing to save
+            info = torch.compiler.load_cache_artifacts(data) if data else None
+            out["load"] = time.perf_counter() - start
+            out["artifacts"] = {kind: len(keys) for kind, keys in info.artifacts.items()} if info else {}
+        step(compiled, lengths[0])
+        out["first"] = time.perf_counter() - start
+        out["first compiles"] = counters["stats"]["unique_graphs"]
+        for T in lengths[1:]:
+            step(compiled, T)
+        out["compiles"] = counters["stats"]["unique_graphs"]
+        if mode == "aot_eager-cold":
+            saved = torch.compiler.save_cache_artifacts()
+            data, info = saved if saved is not None else (b"", None)
+            artifacts.write_bytes(data)
+            out["artifacts"] = {kind: len(keys) for kind, keys in info.artifacts.items()} if info else {}
+            out["artifact bytes"] = len(data)
+    print(json.dumps(out), flush=True)
+
+
+def _warm_start_process(name: str, mode: str, lengths: tuple[int, ...], tmp: Path) -> dict:
+    """``mode``'s process on workload ``name`` with its directories under ``tmp`` (a repeat's: the
+    warm processes find what the cold ones left there); its JSON, and its wall time."""
+    import json
+    import os
+    import subprocess
+
+    tool = mode.split("-")[0]
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, METATRACE_ENTRY_CACHE="1" if tool == "metatrace" else "0",
+               METATRACE_ENTRY_CACHE_DIR=str(tmp / "entries"),  # never the user's ~/.cache/metatrace/entries
+               TORCHINDUCTOR_CACHE_DIR=str(tmp / f"inductor-{mode}"),  # fresh for each process
+               BENCH_WARM_START_ARTIFACTS=str(tmp / "mega-cache.bin"),
+               # a job id turns dynamo's PGO on (without one it records nothing), the only thing
+               # Mega-Cache saves for aot_eager; the same id in the cold and the warm process
+               TORCH_COMPILE_JOB_ID=f"bench-warm-start-{name}")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, __file__, "--warm-start-run", f"{name}:{mode}:{','.join(map(str, lengths))}"],
+                          capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    if done.returncode:
+        raise RuntimeError(f"warm-start {name} {mode} failed:\n{done.stderr[-3000:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out["process"] = wall
+    return out
+
+
+def bench_warm_start(config: str, repeats: int) -> None:
+    import tempfile
+
+    workloads = _warm_start_workloads(config)
+    runs = {(name, mode): [] for name in workloads for mode in WARM_START_MODES}
+    for _ in range(repeats):
+        for name, (_, lengths) in workloads.items():
+            with tempfile.TemporaryDirectory(prefix="bench-warm-start-") as tmp:
+                for attempt in range(3):  # metatrace's pair again if its source changed in between
+                    entries = Path(tmp) / f"metatrace-{attempt}"
+                    cold, warm = (_warm_start_process(name, mode, lengths, entries) for mode in WARM_START_MODES[:2])
+                    if warm.get("loaded") or len(warm.get("keys", ())) < 2:
+                        break
+                    print(f"  ({name}: the program key changed between metatrace's cold and warm processes, "
+                          "metatrace's source edited meanwhile; the pair runs again)", flush=True)
+                runs[name, "metatrace-cold"].append(cold)
+                runs[name, "metatrace-warm"].append(warm)
+                for mode in WARM_START_MODES[2:]:
+                    runs[name, mode].append(_warm_start_process(name, mode, lengths, Path(tmp)))
+    print(f"warm start: first call of a new process (median of {repeats}; the process's wall time, imports included, "
+          "beside it), compiles over the three lengths (the first call's in parentheses)")
+    print(f"  {'workload':<44} {'mode':<16} {'first call (s)':>14} {'process (s)':>11} {'compiles':>10}  notes")
+    med = {}
+    for (name, mode), results in runs.items():
+        label, lengths = workloads[name]
+        med[name, mode] = first = statistics.median(r["first"] for r in results)
+        process = statistics.median(r["process"] for r in results)
+        compiles = "/".join(sorted({f"{r['compiles']} ({r['first compiles']})" for r in results}))
+        last = results[-1]
+        if mode.startswith("metatrace"):
+            notes = (f"entries loaded {'/'.join(str(r.get('loaded')) for r in results)}, "
+                     f"stored {'/'.join(str(r.get('stored')) for r in results)}")
+            if last.get("load"):
+                notes += f", load {statistics.median(r['load'] for r in results):.3f} s"
+            for key in ("kept_local", "skipped", "note"):
+                if last.get(key):
+                    notes += f"; {key}: {last[key]}"
+            if mode == "metatrace-warm" and any(len(r.get("keys", ())) > 1 for r in results):
+                # a second program key: metatrace's source (or the model's) changed between the processes
+                notes += "; the program key changed between cold and warm in some repeat (a source edited?)"
+        else:
+            notes = f"artifacts {last.get('artifacts')}"
+            if "artifact bytes" in last:
+                notes += f", {last['artifact bytes']} bytes"
+            if "load" in last:
+                notes += f", load {statistics.median(r['load'] for r in results):.3f} s"
+        print(f"  {label + ' T=' + ','.join(map(str, lengths)):<44} {mode:<16} {first:>14.3f} {process:>11.2f} "
+              f"{compiles:>10}  {notes}", flush=True)
+    for name, (label, _) in workloads.items():
+        warm, cold, aot_warm = med[name, "metatrace-warm"], med[name, "metatrace-cold"], med[name, "aot_eager-warm"]
+        print(f"{label} first call in a new process (median of {repeats}): metatrace warm {warm:.3f} s / metatrace cold "
+              f"{cold:.3f} s, ratio {warm / cold:.3f}; metatrace warm / torch.compile aot_eager warm {aot_warm:.3f} s, "
+              f"ratio {warm / aot_warm:.3f}  (target < 1)", flush=True)
+
+
 SECTIONS = ("codegen", "tracing", "prologue", "nanogpt", "litgpt-compile", "litgpt-train", "litgpt-decode", "litgpt-hit",
-            "lora-train", "ddp-train", "gpt2-train", "torch-compile", "moe-train", "compile", "hf-generate")
+            "lora-train", "ddp-train", "gpt2-train", "torch-compile", "moe-train", "compile", "hf-generate",
+            "warm-start")
 
 
 def _selected(only: str | None, skip: str | None) -> list[str]:
@@ -699,11 +899,16 @@ def main() -> None:
                         help="stock/metatrace alternations of the compile section")
     parser.add_argument("--ddp-timeout", type=float, default=1800,
                         help="seconds to wait for each ddp rank's report before giving up (a hang)")
+    parser.add_argument("--warm-start-repeats", type=int, default=3,
+                        help="repetitions of the warm-start section's four processes per workload")
     parser.add_argument("--fresh-first-call", choices=("stock", "metatrace", "aot_eager"),
                         help=argparse.SUPPRESS)  # the compile section's measurement in a new process
+    parser.add_argument("--warm-start-run", help=argparse.SUPPRESS)  # one of warm-start's processes
     args = parser.parse_args()
     if args.fresh_first_call:
         return _run_fresh_first_call(args.fresh_first_call)
+    if args.warm_start_run:
+        return _run_warm_start(args.warm_start_run)
     sections = _selected(args.only, args.skip)
     if not args.gpt_repeats and "nanogpt" in sections:
         sections.remove("nanogpt")
@@ -748,6 +953,8 @@ def main() -> None:
         bench_compile(config, args.compile_repeats)
     if "hf-generate" in sections:
         bench_hf_generate()
+    if "warm-start" in sections:
+        bench_warm_start(config, args.warm_start_repeats)
 
 
 if __name__ == "__main__":
