@@ -27,7 +27,7 @@ os.environ["METATRACE_ENTRY_CACHE"] = "0"
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
-SLOW_FOLDERS = ("models", "sweeps")
+SLOW_FOLDERS = ("models", "sweeps", "entry_cache")  # (entry_cache: real processes)
 # the sentinel's marker (metatrace_sentinel) and option; without them the plugin does nothing
 pytest_plugins = ("metatrace.pytest_plugin",)
 
@@ -81,7 +81,10 @@ def pytest_sessionfinish(session):
 MODULE_COSTS = {
     "test_hf_models.py": 690,  # (the user shape: 375)
     "test_differential.py": 325,
-    "test_hf_generate.py": 70,  # (4 jitted functions, 2 compiles each)
+    "test_hf_generate.py": 70,
+    "test_warm_start.py": 170,  # (its processes: counted 1.3x)
+    "test_entry_files.py": 50,
+    "test_stale_entries.py": 35,  # (4 jitted functions, 2 compiles each)
     "test_hf_generate_more.py": 150,  # (7 families by default, 2 compiles each)
     "test_litgpt.py": 270,
     "test_distributed.py": 200,  # (its 2 ranks are processes of their own: counted 1.5x)
