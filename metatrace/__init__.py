@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from metatrace.checker import TraceCheckError, check_trace
 from metatrace.codegen.cache import CacheDirectoryError, CorruptCacheError
-from metatrace.errors import MetatraceError
+from metatrace.entry_cache.entry_files import EntryCacheWarning
+from metatrace.errors import MetatraceError, ProcessLocal, StaleReference
 from metatrace.guards.collect import DataDependentError, GuardFailure
 from metatrace.guards.explain import explain
 from metatrace.guards.structure import ChangedWhileTracing, StructureMismatch
@@ -25,5 +26,5 @@ __all__ = [
     # errors (all subclasses of MetatraceError)
     "MetatraceError", "DataDependentError", "RandomCallError", "ClockCallError", "PreexistingIteratorError", "DroppedStoreError", "GuardFailure",
     "ChangedWhileTracing", "StructureMismatch", "TraceCheckError", "CacheDirectoryError", "CorruptCacheError",
-    "CustomOpError", "CMutationError", "TracedTensorInCCodeError",
+    "CustomOpError", "CMutationError", "TracedTensorInCCodeError", "ProcessLocal", "StaleReference", "EntryCacheWarning",
 ]

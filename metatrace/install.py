@@ -239,9 +239,9 @@ def enable(*, force_fallback: tuple[str, ...] = (), fast_paths: bool = True,
             return _Enabled(False)
         warn_if_untested()
         configure_from_environment()
-        entry_cache_settings.set_enabled(entry_cache)
         result = cache.ensure()
         key = result.manifest["generated_sha256"]
+        entry_cache_settings.configure(entry_cache, key)
         if key not in _loaded:
             _loaded[key] = load(result.text, result.manifest, result.directory / cache.METAS_FILE)
         loaded = _loaded[key]

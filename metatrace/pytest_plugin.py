@@ -71,8 +71,8 @@ def pytest_unconfigure(config) -> None:
 
     import metatrace
 
+    metatrace.disable()  # (first: enable() wrapped the forcing jit, and disable() puts that back)
     thunder.jit = _state.pop("jit")
-    metatrace.disable()
     _state.clear()
 
 

@@ -12,7 +12,7 @@ import thunder
 from thunder.core import baseutils
 
 from metatrace.entry_cache import settings
-from metatrace.entry_cache.cache_list import _jit, entry_cache_stats
+from metatrace.entry_cache.cache_list import entry_cache_stats, jit_hook
 from metatrace.patching import Patch, attribute
 from metatrace.state.callable_sources import COMPILED_REGIONS, SOURCES, CallableSource
 
@@ -66,7 +66,7 @@ def patches() -> list[Patch]:
     return [
         attribute(torch_compile, "make_compiled", _recording_regions,
                   "a torch.compile fusion region keeps the text it was compiled from, for storing", wrap=True),
-        attribute(thunder, "jit", _jit, "a jitted callable under symbolic values loads and stores its entries",
+        attribute(thunder, "jit", jit_hook, "a jitted callable under symbolic values loads and stores its entries",
                   wrap=True),
         attribute(baseutils, "build_callable", _recording_sources,
                   "the text and context of each function thunder builds from a trace are kept for storing",

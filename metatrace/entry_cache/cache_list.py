@@ -29,7 +29,10 @@ import thunder
 from thunder.core.compile_data import compile_data_and_stats
 from thunder.core.options import CACHE_OPTIONS
 
-from metatrace.entry_cache import entry_files, program_key, settings, stored_entry
+import metatrace.entry_cache.entry_files as entry_files
+import metatrace.entry_cache.program_key as program_key
+import metatrace.entry_cache.settings as settings
+import metatrace.entry_cache.stored_entry as stored_entry
 from metatrace.errors import ProcessLocal, StaleReference
 from metatrace.guards import registry
 
@@ -155,7 +158,7 @@ def entry_cache_stats(jitted) -> EntryCacheStats | None:
     return entries.stats if isinstance(entries, StoredEntryList) else None
 
 
-def _jit(original):
+def jit_hook(original):
     @functools.wraps(original)
     def jit(fn, *args, **kwargs):
         jitted = original(fn, *args, **kwargs)

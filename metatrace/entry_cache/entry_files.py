@@ -23,14 +23,15 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from metatrace.entry_cache import settings
+import metatrace.entry_cache.settings as settings
+from metatrace.errors import MetatraceError
 
 MAGIC = b"metatrace-entry"
 FORMAT = 1
 SUFFIX = ".entry"
 
 
-class EntryCacheWarning(UserWarning):
+class EntryCacheWarning(MetatraceError, UserWarning):
     """A stored entry could not be read or written; the call compiled (or ran) as usual."""
 
 

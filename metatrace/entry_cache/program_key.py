@@ -25,7 +25,8 @@ from pathlib import Path
 
 import metatrace
 from metatrace.errors import ProcessLocal
-from metatrace.entry_cache.stable_refs import code_digest
+import metatrace.entry_cache.settings as settings
+from metatrace.entry_cache.stable_refs import code_digest, made_at_run_time
 
 _VERSIONED = ("torch", "lightning-thunder", "transformers", "litgpt", "libcst")
 _AD_HOC = re.compile(r"^__ad_hoc_executor_\d+$")
@@ -52,13 +53,6 @@ def metatrace_digest() -> str:
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:24]
-
-
-def _generated_metas() -> str:
-    from metatrace.install import installed_manifest
-
-    manifest = installed_manifest() or {}
-    return manifest.get("generated_sha256", "none")
 
 
 def jitted_program(fn) -> dict[str, str]:
@@ -90,7 +84,7 @@ def _transforms(cd) -> list:
 def _transform(t) -> dict:
     cls = type(t)
     named = {"class": f"{cls.__module__}.{cls.__qualname__}"}
-    if "<" in cls.__qualname__:
+    if made_at_run_time(cls.__qualname__):
         raise ProcessLocal(f"the transform {cls.__qualname__} is a class made at run time")
     for name, value in sorted(vars(t).items()):
         named[name] = _setting(value, f"{cls.__qualname__}.{name}")
@@ -106,7 +100,7 @@ def _setting(value, where: str, depth: int = 0):
         return repr(value)
     if isinstance(value, enum.Enum):
         return f"{type(value).__qualname__}.{value.name}"
-    if type(value) is types.FunctionType and "<" not in value.__qualname__:
+    if type(value) is types.FunctionType and not made_at_run_time(value.__qualname__):
         return ("function", value.__module__, value.__qualname__, code_digest(value.__code__))
     if isinstance(value, torch.Tensor):  # (a parameter the transform holds: its metadata; the prologue checks it)
         return ("tensor", tuple(value.shape), str(value.dtype), str(value.device), value.requires_grad)
@@ -130,7 +124,7 @@ def program_key(fn, cd) -> tuple[str, dict]:
     description = {
         "libraries": library_versions(),
         "metatrace": metatrace_digest(),
-        "metas": _generated_metas(),
+        "metas": settings.metas_digest(),
         "program": jitted_program(fn),
         # (thunder names each jit's own executor for opaque calls by an address; what it registers
         # is per process, and an entry calling it stays in the process: stable_refs)

@@ -14,11 +14,18 @@ from pathlib import Path
 from metatrace.codegen.cache import base_directory
 
 _OFF = {"0", "false", "off", "no"}
-_switch: dict[str, bool | None] = {"enabled": None}  # enable()'s entry_cache option; None: the environment's
+# enable()'s entry_cache option (None: the environment's) and the digest of the metas it installed
+_switch: dict = {"enabled": None, "metas": "none"}
 
 
-def set_enabled(value: bool | None) -> None:
-    _switch["enabled"] = value
+def configure(enabled: bool | None, metas_digest: str) -> None:
+    """Called by ``metatrace.enable``."""
+    _switch["enabled"], _switch["metas"] = enabled, metas_digest
+
+
+def metas_digest() -> str:
+    """The generated metas' digest: entries compiled with other metas do not apply."""
+    return _switch["metas"]
 
 
 def enabled() -> bool:

@@ -55,6 +55,11 @@ def _feed_code(h, code: types.CodeType) -> None:
             h.update(repr(const).encode())
 
 
+def made_at_run_time(qualname: str) -> bool:
+    """A qualified name through a function's locals or a lambda (``f.<locals>.g``): no import finds it."""
+    return any(part.startswith("<") for part in qualname.split("."))
+
+
 def _lookup(module: str, qualname: str):
     obj = importlib.import_module(module)
     for part in qualname.split("."):
@@ -266,7 +271,7 @@ _BY_PICKLE_NAME = (importlib.import_module,)
 def _named(obj) -> tuple[str, str] | None:
     """(module, qualname) under which ``obj`` itself is found, else None."""
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+    if not isinstance(module, str) or not isinstance(qualname, str) or made_at_run_time(qualname):
         return None
     try:
         found = _lookup(module, qualname)

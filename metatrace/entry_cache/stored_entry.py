@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 import thunder
 from thunder.core import baseutils
 
-from metatrace.entry_cache import code_files, stable_refs
+import metatrace.entry_cache.code_files as code_files
+import metatrace.entry_cache.stable_refs as stable_refs
 from metatrace.errors import ProcessLocal, StaleReference
 from metatrace.grad import requires_grad
 from metatrace.guards import registry
@@ -161,10 +162,10 @@ def capture(entry, cd, codes: set) -> StoredEntry:
 
 
 def _explain_checks(entry, jitted) -> bytes | None:
-    from metatrace.guards.explain import _entry_checks
+    from metatrace.guards.explain import entry_checks
 
     try:
-        return pickle.dumps(_entry_checks(entry.prologue_traces[-1], jitted), protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps(entry_checks(entry.prologue_traces[-1], jitted), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # noqa: BLE001 - a check text holding an object: explain shows the prologue's text only
         return None
 

@@ -181,7 +181,7 @@ def _module_sources(prologue_trace, fn=None) -> dict[str, str]:
 _VALUE_CHECKS = ("check_number_type_and_value", "check_string_value", "check_literal_like", "check_len")
 
 
-def _entry_checks(prologue_trace, fn=None) -> list[CheckText]:
+def entry_checks(prologue_trace, fn=None) -> list[CheckText]:
     stored = getattr(prologue_trace, "explain_checks", None)  # (an entry loaded from disk: metatrace.entry_cache)
     if stored is not None:
         return list(stored)
@@ -249,7 +249,7 @@ def explain(jitted_fn, verbose: bool = False) -> list[EntryGuards]:
     if cs is None:
         raise ValueError("not a thunder.jit function")
     return [
-        EntryGuards(i, list(dict.fromkeys(_entry_checks(entry.prologue_traces[-1], _jitted_function(jitted_fn)))),
+        EntryGuards(i, list(dict.fromkeys(entry_checks(entry.prologue_traces[-1], _jitted_function(jitted_fn)))),
                     verbose)
         for i, entry in enumerate(cs.interpreter_cache)
     ]
