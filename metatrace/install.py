@@ -264,6 +264,7 @@ def disable() -> None:
         if _installed is None:
             return
         patching.undo(_installed.undo)
+        entry_cache_settings.reset()
         _installed = None
 
 

@@ -18,10 +18,10 @@ import os
 import types
 
 from metatrace.errors import ProcessLocal
+from metatrace.state.entry_cache_state import ENTRY_CACHE
 
 _GENERATED = ("__create_fn__", "__init__", "__repr__", "__eq__", "__hash__", "__new__", "__setattr__", "__delattr__",
               "__lt__", "__le__", "__gt__", "__ge__", "__getstate__", "__setstate__", "_make", "_replace", "_asdict")
-_digests: dict[tuple, str] = {}  # (path, size, mtime_ns) -> digest of the contents
 
 
 def file_digest(path: str) -> str | None:
@@ -31,14 +31,14 @@ def file_digest(path: str) -> str | None:
     except OSError:
         return None
     key = (path, st.st_size, st.st_mtime_ns)
-    found = _digests.get(key)
+    found = ENTRY_CACHE.file_digests.get(key)
     if found is None:
         try:
             with open(path, "rb") as f:
                 found = hashlib.sha256(f.read()).hexdigest()[:24]
         except OSError:
             return None
-        _digests[key] = found
+        ENTRY_CACHE.file_digests[key] = found
     return found
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import metatrace.entry_cache.settings as settings
 from metatrace.errors import MetatraceError
+from metatrace.state.entry_cache_state import ENTRY_CACHE
 
 MAGIC = b"metatrace-entry"
 FORMAT = 1
@@ -35,13 +36,10 @@ class EntryCacheWarning(MetatraceError, UserWarning):
     """A stored entry could not be read or written; the call compiled (or ran) as usual."""
 
 
-_warned: set[str] = set()  # what this process already warned about (one warning each)
-
-
 def warn_once(kind: str, text: str) -> None:
-    if kind in _warned:
+    if kind in ENTRY_CACHE.warned:
         return
-    _warned.add(kind)
+    ENTRY_CACHE.warned.add(kind)
     warnings.warn(f"metatrace entry cache: {text}", EntryCacheWarning, stacklevel=3)
 
 

@@ -12,25 +12,29 @@ import os
 from pathlib import Path
 
 from metatrace.codegen.cache import base_directory
+from metatrace.state.entry_cache_state import ENTRY_CACHE
 
 _OFF = {"0", "false", "off", "no"}
-# enable()'s entry_cache option (None: the environment's) and the digest of the metas it installed
-_switch: dict = {"enabled": None, "metas": "none"}
 
 
 def configure(enabled: bool | None, metas_digest: str) -> None:
-    """Called by ``metatrace.enable``."""
-    _switch["enabled"], _switch["metas"] = enabled, metas_digest
+    """Called by ``metatrace.enable``: its ``entry_cache`` option and the metas it installed."""
+    ENTRY_CACHE.enabled, ENTRY_CACHE.metas_digest = enabled, metas_digest
+
+
+def reset() -> None:
+    """Called by ``metatrace.disable``: enable()'s option lasts until then."""
+    ENTRY_CACHE.enabled = None
 
 
 def metas_digest() -> str:
     """The generated metas' digest: entries compiled with other metas do not apply."""
-    return _switch["metas"]
+    return ENTRY_CACHE.metas_digest
 
 
 def enabled() -> bool:
-    if _switch["enabled"] is not None:
-        return _switch["enabled"]
+    if ENTRY_CACHE.enabled is not None:
+        return ENTRY_CACHE.enabled
     return os.environ.get("METATRACE_ENTRY_CACHE", "1").strip().lower() not in _OFF
 
 

@@ -35,6 +35,7 @@ import thunder
 import torch
 
 import metatrace
+from metatrace.state.entry_cache_state import ENTRY_CACHE
 from metatrace.entry_cache import entry_cache_stats, entry_files, settings
 from metatrace.entry_cache.entry_files import EntryCacheWarning
 
@@ -65,7 +66,7 @@ def entry_dir(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("METATRACE_ENTRY_CACHE", "1")
     monkeypatch.setenv("METATRACE_ENTRY_CACHE_DIR", str(directory))
     monkeypatch.delenv("METATRACE_ENTRY_CACHE_MB", raising=False)
-    monkeypatch.setattr(entry_files, "_warned", set())
+    monkeypatch.setattr(ENTRY_CACHE, "warned", set())
     return directory
 
 
@@ -378,15 +379,18 @@ def test_a_bound_below_one_entry_keeps_the_directory_below_it(enabled, entry_dir
 
 def test_enable_with_entry_cache_false_stores_nothing(entry_dir):
     assert not metatrace.is_enabled()  # (a test without ``enabled`` starts disabled: conftest)
-    try:
-        with metatrace.enable(entry_cache=False):
-            jitted = jit()
-            out = jitted(sample())
-            assert torch.equal(out, two_ops(sample()))
-            assert entry_cache_stats(jitted) is None
-    finally:
-        settings.set_enabled(None)
+    with metatrace.enable(entry_cache=False):
+        jitted = jit()
+        out = jitted(sample())
+        assert torch.equal(out, two_ops(sample()))
+        assert entry_cache_stats(jitted) is None
     assert not entry_dir.exists()
+
+
+def test_disable_ends_enables_entry_cache_option(entry_dir):
+    with metatrace.enable(entry_cache=False):
+        pass
+    assert settings.enabled()  # (the environment's choice again: METATRACE_ENTRY_CACHE=1 here)
 
 
 def test_the_environment_switch_off_stores_nothing(enabled, entry_dir, monkeypatch):
