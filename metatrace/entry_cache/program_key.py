@@ -62,9 +62,14 @@ def jitted_program(fn) -> dict[str, str]:
     if isinstance(fn, torch.nn.Module):
         cls = type(fn)
         return {"module_class": f"{cls.__module__}.{cls.__qualname__}"}
-    target = getattr(fn, "__func__", fn)
-    if type(target) is types.FunctionType:
-        return {"function": f"{target.__module__}.{target.__qualname__}", "code": code_digest(target.__code__)}
+    if type(fn) is types.MethodType and type(fn.__func__) is types.FunctionType:
+        # (the class of the object it is bound to: another class resolves its other methods elsewhere)
+        owner = type(fn.__self__)
+        target = fn.__func__
+        return {"function": f"{target.__module__}.{target.__qualname__}", "code": code_digest(target.__code__),
+                "bound_to": f"{owner.__module__}.{owner.__qualname__}"}
+    if type(fn) is types.FunctionType:
+        return {"function": f"{fn.__module__}.{fn.__qualname__}", "code": code_digest(fn.__code__)}
     raise ProcessLocal(f"the jitted callable {fn!r} is neither a function nor a module")
 
 
