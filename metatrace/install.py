@@ -24,7 +24,7 @@ from metatrace.proxies import (
 from metatrace.grad import missing_rules, requires_grad, rules, saved_values
 from metatrace.guards import module_paths, prologue_op
 from metatrace.interpret import (
-    argument_reads, attribute_presence, c_mutations, call_hooks, callee_checks, container_builtins,
+    aliased_reads, argument_reads, attribute_presence, c_mutations, call_hooks, callee_checks, container_builtins,
     custom_getattribute, dict_literals, dropped_stores, eager_sizes, eager_views, fast_paths, gc_pacing_phases,
     generator_throw, interpreter_costs, jit_hooks, library_state, lookasides, module_methods, module_state,
     opaque_calls, sequence_results, state_reads, tensor_metadata, values_as_text, wrapper_copies,
@@ -157,7 +157,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         container_builtins.patches,
         dict_literals.patches,
         values_as_text.patches, eager_sizes.patches, sequence_results.patches,  # (eager_sizes wraps isinstance)
-        state_reads.patches,
+        state_reads.patches, aliased_reads.patches,
         argument_reads.patches,
         attribute_presence.patches,
         tensor_metadata.patches,

@@ -23,6 +23,7 @@ operator); ``metatrace.explain`` prints it as ``<source> == <value>`` with the r
 from __future__ import annotations
 
 import enum
+from types import MethodType
 from typing import Any
 
 import torch
@@ -269,6 +270,48 @@ def add_presence_check(ctx, record: ProvenanceRecord, name: str, present: bool, 
     with tracectx(ctx.computation_trace):
         proxy = Proxy(prefix="value", history=record)
     ctx.add_constraint((ValueConstraint(value_id), proxy))
+
+
+class ExpectedSameObject:
+    """Two paths of the user's state that led to one object when the trace read it through both
+    (``metatrace.interpret.aliased_reads``): still one object (equal leaves of one type, for the
+    immutable values Python may or may not share)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: CheckText):
+        self.text = text
+
+    def matches(self, second: Any, first: Any) -> bool:
+        if second is first:
+            return True
+        if type(second) is MethodType and type(first) is MethodType:
+            # (a method read through an object is a new bound method on every read: the trace ran
+            # the function, ``type(obj).f`` looked up through both objects)
+            return second.__func__ is first.__func__
+        return type(second) is type(first) and type(first) in LEAF_TYPES and second == first
+
+
+def add_alias_check(ctx, second: ProvenanceRecord, first: ProvenanceRecord, value: Any) -> None:
+    """Adds the prologue check that ``second`` leads to the object ``first`` leads to (the trace read
+    ``value`` through both). Once per pair of paths and trace."""
+    checked = session(ctx).value_checks
+    key = ("alias", provenance.key(second), provenance.key(first))
+    if key in checked:
+        return
+    checked.add(key)
+    value_id = new_id("v")
+    fn = session(ctx).fn
+    subject, other = provenance.text(second, fn), provenance.text(first, fn)
+    relation = "==" if type(value) in LEAF_TYPES else "is"
+    EXPECTED[value_id] = ExpectedSameObject(CheckText(
+        f"{subject} {relation} {other} (the trace read one {type(value).__name__} through both)", subject,
+        reason="one object read through two paths"))
+    from thunder.core.trace import tracectx
+
+    with tracectx(ctx.computation_trace):
+        proxies = (Proxy(prefix="value", history=second), Proxy(prefix="value", history=first))
+    ctx.add_constraint((ValueConstraint(value_id), *proxies))
 
 
 class ExpectedContiguity:
