@@ -178,6 +178,44 @@ class EquivalentCode(Identity):
         return f"<code of {self.fingerprint[1]}, by digest>"
 
 
+_ACCESSORS = ("fget", "fset", "fdel")
+
+
+def resolve_equivalent_property(accessors: tuple):
+    return EquivalentProperty(accessors)
+
+
+class EquivalentProperty(Identity):
+    """In a loading process, the check ``value is <the stored property>`` becomes: a property whose
+    getter, setter and deleter are functions of the same module, qualified name and code."""
+
+    __slots__ = ("accessors", "last")
+
+    def __init__(self, accessors: tuple):
+        self.accessors, self.last, self.type_name = accessors, None, "property"
+        self.ref = self.strong = None
+
+    def get(self):
+        return self.last
+
+    def matches(self, v) -> bool:
+        if v is self.last and v is not None:
+            return True
+        if type(v) is not property:
+            return False
+        for name, stored in zip(_ACCESSORS, self.accessors):
+            fn = getattr(v, name)
+            if (fn is None) != (stored is None):
+                return False
+            if fn is not None and (type(fn) is not types.FunctionType or _function_fingerprint(fn) != stored):
+                return False
+        self.last = v
+        return True
+
+    def __repr__(self) -> str:
+        return "<a property, by its accessors' code>"
+
+
 class EquivalentFunction(Identity):
     """In a loading process, the check ``value is <the stored function>`` becomes: a function of
     the same module, qualified name and code (a method: bound to an object of the same class). What
@@ -360,6 +398,8 @@ class _StablePickler(pickle.Pickler):
             return resolve_identity, (target,)
         if type(target) is types.FunctionType:
             return resolve_equivalent, (_function_fingerprint(target),)
+        if type(target) is property:  # (a property made in a class body: by its accessors)
+            return resolve_equivalent_property, (tuple(self._accessor(getattr(target, a)) for a in _ACCESSORS),)
         if type(target) is types.CodeType:
             return resolve_equivalent_code, ((target.co_filename, target.co_qualname, code_digest(target)),)
         if (type(target) is types.MethodType and type(target.__func__) is types.FunctionType
@@ -370,6 +410,14 @@ class _StablePickler(pickle.Pickler):
         except ProcessLocal:
             raise ProcessLocal(f"{identity!r} is checked by identity and has no name in another process") from None
         return resolve_equal_contents, (contents, type(target).__qualname__)
+
+    @staticmethod
+    def _accessor(fn):
+        if fn is None:
+            return None
+        if type(fn) is not types.FunctionType:
+            raise ProcessLocal(f"a property's accessor {fn!r} is not a Python function")
+        return _function_fingerprint(fn)
 
     def reducer_override(self, obj):
         from thunder.core.symbol import Symbol
@@ -416,7 +464,8 @@ class _StablePickler(pickle.Pickler):
 
 _BY_PICKLE_NAME += (resolve_function, resolve_symbol, resolve_member, resolve_executor_context, resolve_submodule,
                      resolve_identity, resolve_equivalent, resolve_equal_contents,
-                     resolve_process_group, resolve_equivalent_code, resolve_compiled_region)
+                     resolve_process_group, resolve_equivalent_code, resolve_compiled_region,
+                     resolve_equivalent_property)
 
 
 def dumps(value: Any, root_module=None, cd=None) -> bytes:

@@ -93,7 +93,12 @@ BY_CLASS: tuple[tuple[type | tuple[type, ...], Kind], ...] = (
 # What EQUAL compares where ``==`` says too little: equal ranges may differ in ``stop``
 # (``range(0, 4, 2) == range(0, 3, 2)``), ``-0j == 0j`` and NaN is not equal to itself (a float
 # is compared by value only where it was baked in: ``expect(exact=True)``).
-_EQUAL_KEY = {range: lambda r: (r.start, r.stop, r.step), complex: repr, float: repr}
+def range_key(r: range) -> tuple:
+    return (r.start, r.stop, r.step)
+
+
+# (named functions, not lambdas: a stored entry names them: metatrace.entry_cache.stable_refs)
+_EQUAL_KEY = {range: range_key, complex: repr, float: repr}
 
 
 def kind(x: Any) -> Kind:
