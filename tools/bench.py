@@ -88,10 +88,22 @@ values with metatrace disabled, alternated ``--litgpt-repeats`` times, medians a
     directory each). A warm process that loaded nothing because the program key changed (metatrace's
     source edited between the two processes, as in a shared working tree) runs its pair again, at
     most twice, and says so.
+17. thunderfx (issue 54): the training step over T = 8, 12, 16, 24, 32 on a fresh compiled model, a
+    new process per mode (METATRACE_ENTRY_CACHE=0, a fresh empty TORCHINDUCTOR_CACHE_DIR: every
+    compile happens), total wall time of the five steps (compiles included; the first step's beside
+    it): thunder.jit + metatrace (symbolic values), ``torch.compile(backend="aot_eager")``,
+    ThunderFX + metatrace (``thunder.dynamo.thunderfx(model)``, default options: dynamic capture,
+    subgraphs under symbolic values) and stock ThunderFX (metatrace not enabled, default options).
+    Dynamo graphs (dynamo's ``unique_graphs``), thunder compiles (``thunder.cache_misses`` summed
+    over the backend's ``subgraph_infos[*].thunder_compiled_fns``), the thunder and inductor
+    partitions and the split reasons; ratio ThunderFX + metatrace / thunder.jit + metatrace (goal
+    <= 1). Workloads (``--thunderfx-workloads``): compile's tiny HF Llama, litgpt's
+    ``--litgpt-config``; medians over ``--thunderfx-repeats``. tools/thunderfx_profile.py splits
+    one first call into its phases (or runs it under cProfile).
 
 Sections: codegen, tracing, prologue, nanogpt, litgpt-compile, litgpt-train, litgpt-decode,
 litgpt-hit, lora-train, ddp-train, gpt2-train, torch-compile, moe-train, compile, hf-generate,
-warm-start. ``--only litgpt`` runs the litgpt ones (a name or
+warm-start, thunderfx. ``--only litgpt`` runs the litgpt ones (a name or
 a prefix, comma-separated), ``--skip tracing,nanogpt`` leaves some out.
 """
 
@@ -859,9 +871,158 @@ def bench_warm_start(config: str, repeats: int) -> None:
               f"ratio {warm / aot_warm:.3f}  (target < 1)", flush=True)
 
 
+THUNDERFX_MODES = ("thunder.jit+metatrace", "aot_eager", "thunderfx+metatrace", "thunderfx-stock")
+THUNDERFX_LENGTHS = (8, 12, 16, 24, 32)
+
+
+def _thunderfx_workload(name: str):
+    """(model, ``step(fn, T)``) of a thunderfx workload: the training step at length T (HF Llama's
+    input ids drawn per length, as warm-start's; litgpt's from litgpt_workloads)."""
+    if name == "hf-llama":
+        return _warm_start_workload("hf-llama")
+    from litgpt_workloads import build, training_input, training_step
+
+    model = build(name.removeprefix("litgpt-"))
+    return model, lambda fn, T: training_step(fn, model, training_input(model, T))
+
+
+def _run_thunderfx(spec: str) -> None:
+    """One thunderfx process (``--thunderfx-run WORKLOAD:MODE``): the training step over
+    THUNDERFX_LENGTHS on a fresh compiled model, the total wall time (compiles included), the first
+    call's, Dynamo graphs, thunder compiles and what the splitter sent elsewhere; a JSON line."""
+    import json
+
+    import torch
+    import torch._dynamo  # noqa: F401  (imported before the clock starts, as thunder is)
+    from hf_workloads import plain_output_collector
+
+    name, mode = spec.split(":")
+    model, step = _thunderfx_workload(name)
+    enable = mode in ("thunder.jit+metatrace", "thunderfx+metatrace")
+    if enable:
+        with metatrace.enable():  # the rewritten metas loaded, as a user's enable() at startup
+            pass
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    out, backend = {}, None
+    with plain_output_collector(), (metatrace.enable() if enable else contextlib.nullcontext()):
+        if mode == "thunder.jit+metatrace":
+            compiled = thunder.jit(model, cache="symbolic values")
+        elif mode == "aot_eager":
+            compiled = torch.compile(model, backend="aot_eager")
+        else:  # default options: under metatrace dynamic=True and symbolic values, stock's otherwise
+            from thunder.dynamo import thunderfx
+
+            compiled = thunderfx(model)
+            backend = compiled._backend
+        gc.collect()
+        start = time.perf_counter()
+        for i, T in enumerate(THUNDERFX_LENGTHS):
+            step(compiled, T)
+            if not i:
+                out["first"] = time.perf_counter() - start
+        out["seconds"] = time.perf_counter() - start
+    if mode == "thunder.jit+metatrace":
+        out["compiles"], out["graphs"] = thunder.cache_misses(compiled), None
+    else:
+        out["graphs"] = counters["stats"]["unique_graphs"]
+        out["compiles"] = None
+    if backend is not None:
+        infos = backend.subgraph_infos
+        out["compiles"] = sum(thunder.cache_misses(fn) for info in infos for fn in info.thunder_compiled_fns)
+        out["backend calls"] = len(infos)
+        out["thunder subgraphs"] = sum(len(info.thunder_compiled_fns) for info in infos)
+        out["inductor subgraphs"] = sum(
+            sum(1 for c in info.submodule_to_compiled_functions.values() if c.compiler.name != "THUNDER")
+            for info in infos)
+        reasons = {}
+        for info in infos:
+            for reason in info.split_reasons:
+                key = f"{reason.reason_type.name}: {reason.info}"[:160]
+                reasons[key] = reasons.get(key, 0) + 1
+        out["split reasons"] = reasons
+    print(json.dumps(out), flush=True)
+
+
+def _thunderfx_process(name: str, mode: str) -> dict:
+    """``mode``'s process on workload ``name``; its JSON, and its wall time. Every compile happens:
+    metatrace's entry cache off, inductor's cache a fresh empty directory (ThunderFX sends the
+    partitions thunder refuses to inductor: a user's first run compiles them)."""
+    import json
+    import os
+    import subprocess
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bench-thunderfx-inductor-") as inductor:
+        env = dict(os.environ, METATRACE_ENTRY_CACHE="0", TORCHINDUCTOR_CACHE_DIR=inductor)
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, __file__, "--thunderfx-run", f"{name}:{mode}"],
+                              capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - start
+    if done.returncode:
+        raise RuntimeError(f"thunderfx {name} {mode} failed:\n{done.stderr[-3000:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out["process"] = wall
+    return out
+
+
+def bench_thunderfx(config: str, repeats: int, workloads: list[str]) -> None:
+    """ThunderFX against thunder.jit and aot_eager over the same lengths (section 17).
+
+    Where ThunderFX + metatrace's first HF Llama step goes (tools/thunderfx_profile.py, 2 shared
+    cores, cold inductor cache; about 30 s against thunder.jit + metatrace's 11 s): the splitter's
+    support checks, ``is_node_supported_by_thunder`` running each node's symbol under
+    ``value_and_grad`` (a vjp per node that requires grad), about 5 s per Dynamo graph, and called
+    about three times per node (``split_module`` calls its callback again for the grad and autocast
+    regions; thunder does not memoize it); inductor's compiles of the partitions thunder refuses
+    (``torch.diff`` and ``new_ones`` of transformers' mask code: thunder has only automatic torch
+    fallbacks for them, and the splitter refuses those on purpose), about 10 s cold; and the first
+    backend call thrown away: inductor raises ``TensorifyScalarRestartAnalysis``, Dynamo traces the
+    frame again and the backend runs its support checks and inductor again (about 7 s wasted).
+    Thunder's own compiles of the subgraphs are about 4 s in all; Dynamo's tracing about 3.5 s.
+    """
+    labels = {"hf-llama": "HF Llama training step", f"litgpt-{config}": f"litgpt {config} training step"}
+    names = [n if n == "hf-llama" else f"litgpt-{config}" for n in workloads]
+    runs = {(name, mode): [] for name in names for mode in THUNDERFX_MODES}
+    for _ in range(repeats):
+        for name in names:
+            for mode in THUNDERFX_MODES:
+                runs[name, mode].append(_thunderfx_process(name, mode))
+    lengths = ",".join(map(str, THUNDERFX_LENGTHS))
+    print(f"thunderfx: training step over T={lengths} on a fresh compiled model, a new process per mode (median of "
+          f"{repeats}; the entry cache off); total wall time of the {len(THUNDERFX_LENGTHS)} steps, compiles included "
+          "(the first step's beside it)")
+    print(f"  {'workload':<34} {'mode':<22} {'dynamo graphs':>13} {'thunder compiles':>16} {'total (s)':>9} "
+          f"{'first (s)':>9}  notes")
+    med = {}
+    for (name, mode), results in runs.items():
+        med[name, mode] = total = statistics.median(r["seconds"] for r in results)
+        first = statistics.median(r["first"] for r in results)
+        last = results[-1]
+        graphs = "-" if last["graphs"] is None else "/".join(sorted({str(r["graphs"]) for r in results}))
+        compiles = "-" if last["compiles"] is None else "/".join(sorted({str(r["compiles"]) for r in results}))
+        notes = ""
+        if "thunder subgraphs" in last:
+            notes = (f"backend calls {last['backend calls']}, thunder subgraphs {last['thunder subgraphs']}, "
+                     f"inductor subgraphs {last['inductor subgraphs']}")
+            if last["split reasons"]:
+                notes += "; split: " + "; ".join(f"{n}x {r}" for r, n in list(last["split reasons"].items())[:3])
+        print(f"  {labels[name]:<34} {mode:<22} {graphs:>13} {compiles:>16} {total:>9.2f} {first:>9.2f}  {notes}",
+              flush=True)
+    for name in names:
+        ours, jit = med[name, "thunderfx+metatrace"], med[name, "thunder.jit+metatrace"]
+        stock, aot = med[name, "thunderfx-stock"], med[name, "aot_eager"]
+        print(f"{labels[name]} over T={lengths} (median of {repeats}): ThunderFX+metatrace {ours:.2f} s / "
+              f"thunder.jit+metatrace {jit:.2f} s, ratio {ours / jit:.3f}  (goal <= 1); / ThunderFX stock "
+              f"{stock:.2f} s, ratio {ours / stock:.3f}; / torch.compile aot_eager {aot:.2f} s, ratio {ours / aot:.3f}",
+              flush=True)
+
+
 SECTIONS = ("codegen", "tracing", "prologue", "nanogpt", "litgpt-compile", "litgpt-train", "litgpt-decode", "litgpt-hit",
             "lora-train", "ddp-train", "gpt2-train", "torch-compile", "moe-train", "compile", "hf-generate",
-            "warm-start")
+            "warm-start", "thunderfx")
 
 
 def _selected(only: str | None, skip: str | None) -> list[str]:
@@ -904,11 +1065,18 @@ def main() -> None:
     parser.add_argument("--fresh-first-call", choices=("stock", "metatrace", "aot_eager"),
                         help=argparse.SUPPRESS)  # the compile section's measurement in a new process
     parser.add_argument("--warm-start-run", help=argparse.SUPPRESS)  # one of warm-start's processes
+    parser.add_argument("--thunderfx-repeats", type=int, default=3,
+                        help="repetitions of the thunderfx section's four processes per workload")
+    parser.add_argument("--thunderfx-workloads", default="hf-llama,litgpt",
+                        help="thunderfx's workloads (comma-separated): hf-llama, litgpt (--litgpt-config)")
+    parser.add_argument("--thunderfx-run", help=argparse.SUPPRESS)  # one of thunderfx's processes
     args = parser.parse_args()
     if args.fresh_first_call:
         return _run_fresh_first_call(args.fresh_first_call)
     if args.warm_start_run:
         return _run_warm_start(args.warm_start_run)
+    if args.thunderfx_run:
+        return _run_thunderfx(args.thunderfx_run)
     sections = _selected(args.only, args.skip)
     if not args.gpt_repeats and "nanogpt" in sections:
         sections.remove("nanogpt")
@@ -955,6 +1123,8 @@ def main() -> None:
         bench_hf_generate()
     if "warm-start" in sections:
         bench_warm_start(config, args.warm_start_repeats)
+    if "thunderfx" in sections:
+        bench_thunderfx(config, args.thunderfx_repeats, args.thunderfx_workloads.split(","))
 
 
 if __name__ == "__main__":
