@@ -36,7 +36,7 @@ from metatrace.guards.check_texts import NO_VALUE, CheckText
 from metatrace.guards.classify import ExpectedArgument, Identity
 from metatrace.metas.relations import Relation
 from metatrace.state.compile_session import session
-from metatrace.guards.registry import EXPECTED, new_id, structure_symbol
+from metatrace.guards.registry import EXPECTED, compiled_by_this_call, new_id, structure_symbol
 
 LEAF_TYPES = (str, bool, int, float, complex, type(None), type(Ellipsis), torch.dtype, torch.device, torch.layout,
               torch.memory_format, range, bytes)
@@ -277,19 +277,40 @@ class ExpectedSameObject:
     (``metatrace.interpret.aliased_reads``): still one object (equal leaves of one type, for the
     immutable values Python may or may not share)."""
 
-    __slots__ = ("text",)
+    __slots__ = ("text", "made_by_the_call")
 
     def __init__(self, text: CheckText):
-        self.text = text
+        self.text, self.made_by_the_call = text, False
 
     def matches(self, second: Any, first: Any) -> bool:
-        if second is first:
+        if self.made_by_the_call or _same_object(second, first):
             return True
-        if type(second) is MethodType and type(first) is MethodType:
-            # (a method read through an object is a new bound method on every read: the trace ran
-            # the function, ``type(obj).f`` looked up through both objects)
-            return second.__func__ is first.__func__
-        return type(second) is type(first) and type(first) in LEAF_TYPES and second == first
+        if compiled_by_this_call():
+            # the paths were not one object before the call that compiled the entry: its own store
+            # made them one (``self.cache = self.cfg``; a cached property), and the trace read the
+            # second path's value from that store, which it replays, not from the state before a call
+            self.made_by_the_call = True
+            return True
+        return False
+
+    def __reduce__(self):
+        return _restored_same_object, (self.text, self.made_by_the_call)
+
+
+def _restored_same_object(text: CheckText, made_by_the_call: bool) -> ExpectedSameObject:
+    check = ExpectedSameObject(text)
+    check.made_by_the_call = made_by_the_call
+    return check
+
+
+def _same_object(second: Any, first: Any) -> bool:
+    if second is first:
+        return True
+    if type(second) is MethodType and type(first) is MethodType:
+        # (a method read through an object is a new bound method on every read: the trace ran the
+        # function, ``type(obj).f`` looked up through both objects)
+        return second.__func__ is first.__func__
+    return type(second) is type(first) and type(first) in LEAF_TYPES and second == first
 
 
 def add_alias_check(ctx, second: ProvenanceRecord, first: ProvenanceRecord, value: Any) -> None:

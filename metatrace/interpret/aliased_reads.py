@@ -10,8 +10,9 @@ that is also an argument, or a module attribute: ``ACT`` and ``self.act``). Ever
 wrapper made for another path (both replayable by the prologue) adds the check ``<second path>
 is <first path>`` (equal values of the same type for strings, numbers and other immutable
 leaves, which Python may or may not share): a call where the two paths lead to different objects
-misses. Where the first path cannot be replayed, the second path's value is checked as any value
-read from the user's state (``value_checks.add_value_check``).
+misses. Where the first path is computed by the call, the object flows from that computation and
+the trace replays it; where the call itself made the paths one object (``self.cache =
+self.cfg``), the check is dropped on the call that compiled the entry (it read the stored value).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from thunder.core.interpreter import WrappedValue
 from metatrace.guards import provenance
 from metatrace.guards.provenance import Read
 from metatrace.state.compile_session import session
-from metatrace.guards.value_checks import add_alias_check, add_value_check
+from metatrace.guards.value_checks import add_alias_check
 from metatrace.patching import Patch, attribute
 from metatrace.state import compile_context
 
@@ -57,8 +58,8 @@ def _check_alias(wrapped: WrappedValue, second) -> None:
         return
     if provenance.may_register_for_prologue(first) and provenance.rooted_in_prologue(first):
         add_alias_check(ctx, second, first, wrapped.value)
-    else:
-        add_value_check(ctx, second, wrapped.value, "the trace read this object through another path")
+    # (else the first path is computed by the call, and the object flows from that computation:
+    # a cached property's value read back, an object stored and read again)
 
 
 def _implied(ctx, value, first, second) -> bool:
