@@ -12,7 +12,9 @@ Two defaults change while metatrace is enabled:
   every subgraph twice). Dynamo's options, not the backend: a backend sees the graph after Dynamo
   chose its sizes. Dynamo keeps its own 0/1 specialization.
 
-An explicit ``cache=`` or ``dynamic=`` (``False`` included) is respected.
+An explicit ``cache=`` or ``dynamic=`` (``False`` included) is respected. And thunder's splitter
+asks whether thunder runs a node several times per node (``fx.split_module``'s regions), each
+answer running the node's meta and vjp: it is answered once per node (``state/thunderfx_checks.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import inspect
 import torch
 
 from metatrace.patching import Patch, attribute
+from metatrace.state.thunderfx_checks import SUPPORT
 
 
 def _init(original):
@@ -56,13 +59,31 @@ def _compile(original):
     return compile
 
 
+def _answered_once(original):
+    @functools.wraps(original)
+    def is_node_supported_by_thunder(node, thunder_options):
+        found = SUPPORT.get(node)
+        if found is not None and found[0] == id(thunder_options):
+            return found[1]
+        answer = original(node, thunder_options)
+        SUPPORT[node] = (id(thunder_options), answer)
+        return answer
+
+    return is_node_supported_by_thunder
+
+
 def patches() -> list[Patch]:
     try:
         from thunder.dynamo import ThunderCompiler
     except ImportError:  # thunder without its dynamo integration: nothing to change
         return []
+    from thunder.dynamo import splitter, utils
+
+    once = "the splitter's question whether thunder runs a node is answered once per node"
     rows = [attribute(ThunderCompiler, "__init__", _init,
-                      "ThunderFX without a cache option jits Dynamo's subgraphs under symbolic values", wrap=True)]
+                      "ThunderFX without a cache option jits Dynamo's subgraphs under symbolic values", wrap=True),
+            attribute(splitter, "is_node_supported_by_thunder", _answered_once, once, wrap=True),
+            attribute(utils, "is_node_supported_by_thunder", _answered_once, once, wrap=True)]
     if inspect.getfullargspec(inspect.unwrap(torch.compile)).kwonlyargs != _COMPILE_OPTIONS:
         return rows  # (another torch.compile: its options are not the wrapper's; Dynamo's defaults stay)
     return rows + [attribute(torch, "compile", _compile,
