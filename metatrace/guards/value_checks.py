@@ -325,9 +325,10 @@ def add_alias_check(ctx, second: ProvenanceRecord, first: ProvenanceRecord, valu
     fn = session(ctx).fn
     subject, other = provenance.text(second, fn), provenance.text(first, fn)
     relation = "==" if type(value) in LEAF_TYPES else "is"
+    own = all(provenance.parse(r).root is provenance.Root.FUNCTION for r in (second, first))
     EXPECTED[value_id] = ExpectedSameObject(CheckText(
         f"{subject} {relation} {other} (the trace read one {type(value).__name__} through both)", subject,
-        reason="one object read through two paths"))
+        reason="one object read through two paths", own_state=own))
     from thunder.core.trace import tracectx
 
     with tracectx(ctx.computation_trace):

@@ -10,7 +10,9 @@ that is also an argument, or a module attribute: ``ACT`` and ``self.act``). Ever
 wrapper made for another path (both replayable by the prologue) adds the check ``<second path>
 is <first path>`` (equal values of the same type for strings, numbers and other immutable
 leaves, which Python may or may not share): a call where the two paths lead to different objects
-misses. Where the first path is computed by the call, the object flows from that computation and
+misses. Not checked: an item of an object's ``__dict__`` (thunder wraps them all when it reads the
+dict; the trace's reads of the attribute come as ``obj.k``) and a module object (``F`` in two
+files' globals: a global rebound to another module between calls is not followed). Where the first path is computed by the call, the object flows from that computation and
 the trace replays it; where the call itself made the paths one object (``self.cache =
 self.cfg``), the check is dropped on the call that compiled the entry (it read the stored value).
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import types
 
 import thunder.core.interpreter as interpreter
 import thunder.core.jit_ext as jit_ext
@@ -48,7 +51,9 @@ def _noting_aliases(original):
 
 def _check_alias(wrapped: WrappedValue, second) -> None:
     first = wrapped.provenance
-    if first is None or not provenance.may_register_for_prologue(second) or not provenance.rooted_in_prologue(second):
+    if first is None or type(wrapped.value) is types.ModuleType or _a_dict_item(second):
+        return
+    if not provenance.may_register_for_prologue(second) or not provenance.rooted_in_prologue(second):
         return  # (the second path is computed inside the call: the object flows from the first)
     try:
         ctx = jit_ext.get_jit_ctx()
@@ -60,6 +65,17 @@ def _check_alias(wrapped: WrappedValue, second) -> None:
         add_alias_check(ctx, second, first, wrapped.value)
     # (else the first path is computed by the call, and the object flows from that computation:
     # a cached property's value read back, an object stored and read again)
+
+
+def _a_dict_item(record) -> bool:
+    """``obj.__dict__[k]``: thunder wraps every item of an object's ``__dict__`` when it reads the
+    dict (an attribute lookup), so such a read is not the trace's use of the item; the trace's own
+    reads of the attribute come as ``obj.k``."""
+    step = provenance.last_read(record)
+    if step is None or step.kind is not Read.ITEM:
+        return False
+    inner = provenance.last_read(step.base)
+    return inner is not None and inner.kind is Read.ATTR and inner.key == "__dict__"
 
 
 def _implied(ctx, value, first, second) -> bool:
