@@ -82,7 +82,8 @@ MODULE_COSTS = {
     "test_hf_models.py": 690,  # (the user shape: 375)
     "test_differential.py": 325,
     "test_hf_generate.py": 70,
-    "test_warm_start.py": 170,  # (its processes: counted 1.3x)
+    "test_warm_start.py": 130,  # (its processes: counted 1.3x)
+    "test_warm_start_ranks.py": 60,
     "test_entry_files.py": 50,
     "test_stale_entries.py": 35,  # (4 jitted functions, 2 compiles each)
     "test_hf_generate_more.py": 150,  # (7 families by default, 2 compiles each)

@@ -6,9 +6,8 @@ litgpt's llama2-like training over 8 lengths, Hugging Face Llama training over 5
 training, and a function with torch_compile_ex's fusion regions (compiled again by torch.compile
 from their stored text). The first compiles and stores; the second must compile nothing, load the stored
 entries, and return bitwise what the first returned (outputs, every gradient, generated tokens).
-Then thunder's ddp and fsdp on 2 gloo CPU ranks, twice: the second spawn compiles 0 times per
-rank and its gradients equal eager's mean gradients. (The first call's cost, cold against warm,
-is measured by tools/bench.py's warm-start section, not here.)
+(Data-parallel ranks: test_warm_start_ranks.py. The first call's cost, cold against warm, is
+measured by tools/bench.py's warm-start section, not here.)
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 pytestmark = pytest.mark.slow
 
@@ -80,59 +78,3 @@ def test_the_second_process_loads_every_stored_entry(two_processes, workload):
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_the_second_process_returns_bitwise_what_the_first_returned(two_processes, workload):
     assert _same(two_processes[0][workload]["results"], two_processes[1][workload]["results"])
-
-
-# --- data-parallel: 2 gloo CPU ranks, spawned twice --------------------------------------------
-
-DP_RUNS = [("ddp", [[3, 3], [5, 5], [7, 7]], "sequence"), ("fsdp-zero2-none", [[3, 3], [6, 6]], "sequence")]
-
-
-@pytest.fixture(scope="module")
-def data_parallel_twice(tmp_path_factory):
-    from distributed_workloads import RankFailure, run_ranks
-
-    directory = tmp_path_factory.mktemp("dp-entries")
-    saved = dict(os.environ)
-    os.environ.update(METATRACE_ENTRY_CACHE="1", METATRACE_ENTRY_CACHE_DIR=str(directory))  # (the ranks inherit it)
-    try:
-        return [run_ranks(DP_RUNS, 420) for _ in range(2)]
-    except RankFailure as e:
-        pytest.fail(str(e))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-def _eager_mean_gradients(schedule, model_name):
-    from distributed_workloads import WORLD, batch, build
-
-    model = build(model_name)
-    steps = []
-    for lengths in schedule:
-        grads = []
-        for rank in range(WORLD):
-            model.zero_grad()
-            model(batch(model, model_name, rank, lengths[rank])).sum().backward()
-            grads.append({n: p.grad.detach().clone() for n, p in model.named_parameters()})
-        steps.append({n: sum(g[n] for g in grads) / WORLD for n in grads[0]})
-    return steps
-
-
-@pytest.mark.parametrize("run", range(len(DP_RUNS)), ids=[kind for kind, _, _ in DP_RUNS])
-def test_the_first_data_parallel_run_compiles_once_per_rank(data_parallel_twice, run):
-    assert {rank: report[1] for rank, report in data_parallel_twice[0][run].items()} == {0: 1, 1: 1}
-
-
-@pytest.mark.parametrize("run", range(len(DP_RUNS)), ids=[kind for kind, _, _ in DP_RUNS])
-def test_the_second_data_parallel_run_compiles_nothing_on_any_rank(data_parallel_twice, run):
-    assert {rank: report[1] for rank, report in data_parallel_twice[1][run].items()} == {0: 0, 1: 0}
-
-
-@pytest.mark.parametrize("run", range(len(DP_RUNS)), ids=[kind for kind, _, _ in DP_RUNS])
-def test_the_second_data_parallel_run_has_eagers_gradients(data_parallel_twice, run):
-    _, schedule, model_name = DP_RUNS[run]
-    expected = _eager_mean_gradients(schedule, model_name)
-    for rank, (steps, _, _) in data_parallel_twice[1][run].items():
-        for (_, grads), want in zip(steps, expected):
-            for name, g in grads.items():
-                torch.testing.assert_close(g, want[name], msg=lambda m: f"rank {rank}, {name}: {m}")
