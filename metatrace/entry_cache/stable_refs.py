@@ -119,17 +119,15 @@ def resolve_equal_contents(contents: bytes, type_name: str):
     return EqualContents(contents, type_name)
 
 
-class EqualContents(Identity):
-    """In a loading process, the check ``value is <the stored object>`` of an object no name leads
-    to (a ``functools.partial``, a dataclass instance in a class attribute) becomes: an object that
-    pickles, by the same stable keys, to the same bytes (same class, same contents). The last match
-    is remembered, so a hit's check is one ``is``."""
+class StoredMatch(Identity):
+    """In a loading process, a stored check ``value is <object>`` of an object no name leads to
+    becomes a comparison (:meth:`same`) made once per object: the last object that matched is
+    remembered, so a hit's check is one ``is``."""
 
-    __slots__ = ("contents", "last")
+    __slots__ = ("last",)
 
-    def __init__(self, contents: bytes, type_name: str):
-        self.contents, self.last, self.type_name = contents, None, type_name
-        self.ref = self.strong = None
+    def __init__(self, type_name: str):
+        self.last, self.type_name, self.ref, self.strong = None, type_name, None, None
 
     def get(self):
         return self.last
@@ -137,13 +135,30 @@ class EqualContents(Identity):
     def matches(self, v) -> bool:
         if v is self.last and v is not None:
             return True
+        if not self.same(v):
+            return False
+        self.last = v
+        return True
+
+    def same(self, v) -> bool:
+        raise NotImplementedError
+
+
+class EqualContents(StoredMatch):
+    """An object of a named class (a ``functools.partial``, a dataclass instance in a class
+    attribute): one that pickles, by the same stable keys, to the same bytes."""
+
+    __slots__ = ("contents",)
+
+    def __init__(self, contents: bytes, type_name: str):
+        super().__init__(type_name)
+        self.contents = contents
+
+    def same(self, v) -> bool:
         try:
-            same = dumps(v) == self.contents
+            return dumps(v) == self.contents
         except ProcessLocal:
             return False
-        if same:
-            self.last = v
-        return same
 
     def __repr__(self) -> str:
         return f"<a {self.type_name}, by contents>"
@@ -153,26 +168,18 @@ def resolve_equivalent_code(fingerprint: tuple):
     return EquivalentCode(fingerprint)
 
 
-class EquivalentCode(Identity):
-    """In a loading process, the check ``code is <the stored code object>`` becomes: code of the same
-    file, qualified name and digest (a code object cannot be named; the file's digest is checked too)."""
+class EquivalentCode(StoredMatch):
+    """A code object: code of the same file, qualified name and digest (the file's digest is
+    checked too)."""
 
-    __slots__ = ("fingerprint", "last")
+    __slots__ = ("fingerprint",)
 
     def __init__(self, fingerprint: tuple):
-        self.fingerprint, self.last, self.type_name = fingerprint, None, "code"
-        self.ref = self.strong = None
+        super().__init__("code")
+        self.fingerprint = fingerprint
 
-    def get(self):
-        return self.last
-
-    def matches(self, v) -> bool:
-        if v is self.last and v is not None:
-            return True
-        if type(v) is not types.CodeType or (v.co_filename, v.co_qualname, code_digest(v)) != self.fingerprint:
-            return False
-        self.last = v
-        return True
+    def same(self, v) -> bool:
+        return type(v) is types.CodeType and (v.co_filename, v.co_qualname, code_digest(v)) == self.fingerprint
 
     def __repr__(self) -> str:
         return f"<code of {self.fingerprint[1]}, by digest>"
@@ -185,22 +192,17 @@ def resolve_equivalent_property(accessors: tuple):
     return EquivalentProperty(accessors)
 
 
-class EquivalentProperty(Identity):
-    """In a loading process, the check ``value is <the stored property>`` becomes: a property whose
-    getter, setter and deleter are functions of the same module, qualified name and code."""
+class EquivalentProperty(StoredMatch):
+    """A property: its getter, setter and deleter are functions of the same module, qualified name
+    and code."""
 
-    __slots__ = ("accessors", "last")
+    __slots__ = ("accessors",)
 
     def __init__(self, accessors: tuple):
-        self.accessors, self.last, self.type_name = accessors, None, "property"
-        self.ref = self.strong = None
+        super().__init__("property")
+        self.accessors = accessors
 
-    def get(self):
-        return self.last
-
-    def matches(self, v) -> bool:
-        if v is self.last and v is not None:
-            return True
+    def same(self, v) -> bool:
         if type(v) is not property:
             return False
         for name, stored in zip(_ACCESSORS, self.accessors):
@@ -209,42 +211,30 @@ class EquivalentProperty(Identity):
                 return False
             if fn is not None and (type(fn) is not types.FunctionType or _function_fingerprint(fn) != stored):
                 return False
-        self.last = v
         return True
 
     def __repr__(self) -> str:
         return "<a property, by its accessors' code>"
 
 
-class EquivalentFunction(Identity):
-    """In a loading process, the check ``value is <the stored function>`` becomes: a function of
-    the same module, qualified name and code (a method: bound to an object of the same class). What
-    else the trace read through it (its closure's contents, its defaults, its globals) the prologue
-    checks by its own reads, as for any function; the last match is remembered, so a hit's check
-    is one ``is``."""
+class EquivalentFunction(StoredMatch):
+    """A function reached through closures and decorators: one of the same module, qualified name
+    and code (a method: bound to an object of the same class). What else the trace read through it
+    (its closure's contents, its defaults, its globals) the prologue checks by its own reads."""
 
-    __slots__ = ("fingerprint", "self_class", "last")
+    __slots__ = ("fingerprint", "self_class")
 
     def __init__(self, fingerprint: tuple, self_class: type | None):
-        self.fingerprint, self.self_class, self.last = fingerprint, self_class, None
-        self.ref = self.strong = None
-        self.type_name = "method" if self_class is not None else "function"
+        super().__init__("method" if self_class is not None else "function")
+        self.fingerprint, self.self_class = fingerprint, self_class
 
-    def get(self):
-        return self.last
-
-    def matches(self, v) -> bool:
-        if v is self.last and v is not None:
-            return True
+    def same(self, v) -> bool:
         fn = v
         if self.self_class is not None:
             if type(v) is not types.MethodType or type(v.__self__) is not self.self_class:
                 return False
             fn = v.__func__
-        if type(fn) is not types.FunctionType or _function_fingerprint(fn) != self.fingerprint:
-            return False
-        self.last = v
-        return True
+        return type(fn) is types.FunctionType and _function_fingerprint(fn) == self.fingerprint
 
     def __repr__(self) -> str:
         return f"{self.fingerprint[0]}.{self.fingerprint[1]} (by code)"
