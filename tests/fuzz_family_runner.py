@@ -72,19 +72,22 @@ class _Side:
                 "cells": self.ns["CELLS"]()}
 
 
-def check_family_program(program: ff.FamilyProgram, sequence: list[ff.FamilyCall]) -> Outcome:
+def check_family_program(program: ff.FamilyProgram, sequence: list[ff.FamilyCall], jitted_side=None) -> Outcome:
     """Differences from eager of ``program`` over ``sequence`` under ``cache="symbolic values"``
-    (metatrace must be enabled by the caller)."""
+    (metatrace must be enabled by the caller). ``jitted_side``: a ``_Side`` whose program lives
+    elsewhere (an imported module: tools/fuzz_two_process.py), else the program exec'd."""
     import thunder
 
     from metatrace.testing import reachable_proxies, state_of_call
 
     outcome, source = Outcome(), program.source()
-    eager, jitted = _Side(source, None), _Side(source, "symbolic values")
+    eager, jitted = _Side(source, None), _Side(source, "symbolic values") if jitted_side is None else jitted_side
     for i, call in enumerate(sequence):
         outcome.calls += 1
         expected, _ = eager.run(call)
         got, args = jitted.run(call)
+        if thunder.cache_misses(jitted.fn) > len(outcome.compiled_calls):
+            outcome.compiled_calls.append(i)
         where = f"call {i} ({call}):"
         leaked = reachable_proxies(state_of_call(jitted.fn, args, {}))
         if leaked:
@@ -100,7 +103,7 @@ def check_family_program(program: ff.FamilyProgram, sequence: list[ff.FamilyCall
             outcome.differences.append(f"{where} state: eager {_short(expected_state)}, "
                                        f"jitted {_short(jitted.observed_state())}")
             break
-    outcome.compiles = thunder.cache_misses(jitted.fn)
+    outcome.compiles, outcome.jitted = thunder.cache_misses(jitted.fn), jitted.fn
     if outcome.differences:  # the whole sequence: a later call's difference may need the earlier ones
         outcome.differences.insert(0, f"sequence: {sequence!r}")
     return outcome

@@ -265,6 +265,8 @@ class Outcome:
     calls: int = 0
     compiles: int = 0
     differences: list[str] = field(default_factory=list)
+    compiled_calls: list[int] = field(default_factory=list)  # the calls that compiled
+    jitted: Any = field(default=None, compare=False, repr=False)  # the jitted callable
 
 
 MUTATIONS = ("flag", "eval", "train", "G.append", "G[0]", "DT", "CL.append", "k", "scale", "mode",
@@ -453,16 +455,19 @@ def _grad_of(outputs, x):
     return grad
 
 
-def check_program(program: Program, sequence: list[Call]) -> Outcome:
+def check_program(program: Program, sequence: list[Call], jit_namespace: dict | None = None) -> Outcome:
     """Runs ``program`` over ``sequence`` eagerly and under ``thunder.jit(cache="symbolic values")``
-    (metatrace must be enabled by the caller); returns the differences."""
+    (metatrace must be enabled by the caller); returns the differences. ``jit_namespace``: where
+    the jitted side's program lives (an imported module's ``vars``: tools/fuzz_two_process.py),
+    else the program exec'd into a fresh namespace."""
     import thunder
 
     outcome = Outcome()
     source = program.source()
-    eager_ns, jit_ns = _fresh_namespace(), _fresh_namespace()
+    eager_ns, jit_ns = _fresh_namespace(), _fresh_namespace() if jit_namespace is None else jit_namespace
     exec(compile(source, "<fuzzed program>", "exec"), eager_ns)
-    exec(compile(source, "<fuzzed program>", "exec"), jit_ns)
+    if jit_namespace is None:
+        exec(compile(source, "<fuzzed program>", "exec"), jit_ns)
     eager_module, jit_module = eager_ns["Fuzzed"](), jit_ns["Fuzzed"]()
     jitted = thunder.jit(jit_module, cache="symbolic values")
     for i, call in enumerate(sequence):
@@ -480,6 +485,8 @@ def check_program(program: Program, sequence: list[Call]) -> Outcome:
             got_grad = _grad_of(got, jit_args[0]) if not isinstance(expected, Exception) else None
         except Exception as e:
             got, got_grad = e, None
+        if thunder.cache_misses(jitted) > len(outcome.compiled_calls):
+            outcome.compiled_calls.append(i)
         where = f"call {i} ({call}):"
         if isinstance(expected, Exception) or isinstance(got, Exception):
             if not (isinstance(expected, Exception) and isinstance(got, Exception)):
@@ -491,7 +498,7 @@ def check_program(program: Program, sequence: list[Call]) -> Outcome:
             outcome.differences.append(f"{where} grad mode left: eager {expected_mode}, jitted {got_mode}")
         elif not _same_grad(expected_grad, got_grad):
             outcome.differences.append(f"{where} gradient: eager {_short(expected_grad)}, jitted {_short(got_grad)}")
-    outcome.compiles = thunder.cache_misses(jitted)
+    outcome.compiles, outcome.jitted = thunder.cache_misses(jitted), jitted
     return outcome
 
 

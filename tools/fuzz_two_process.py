@@ -143,53 +143,15 @@ def write_batch(directory: Path, cases: list) -> list[str]:
 
 def _check_module_program(program, sequence, mod):
     """``fuzz_programs.check_program`` with the jitted side the imported module ``mod`` (its
-    globals mutated as the one-process mode mutates the exec-ed namespace); returns the outcome
-    and the jitted callable."""
-    import thunder
+    namespace holds what the one-process mode's fresh namespace holds)."""
+    from fuzz_programs import _fresh_namespace, check_program
 
-    from fuzz_programs import (Outcome, _call, _first_difference, _fresh_namespace, _grad_of, _inputs, _mutate,
-                               _same, _same_grad, _short)
-
-    outcome = Outcome()
-    eager_ns, jit_ns = _fresh_namespace(), vars(mod)
-    missing = set(eager_ns) - set(jit_ns)
+    missing = set(_fresh_namespace()) - set(vars(mod))
     assert not missing, f"the module lacks the namespace's {sorted(missing)}"
-    exec(compile(program.source(), "<fuzzed program>", "exec"), eager_ns)
-    eager_module, jit_module = eager_ns["Fuzzed"](), mod.Fuzzed()
-    jitted = thunder.jit(jit_module, cache="symbolic values")
-    compiled, outcome.compiled_calls = 0, []  # the calls that compiled
-    for i, call in enumerate(sequence):
-        _mutate(eager_ns, eager_module, call.mutation)
-        _mutate(jit_ns, jit_module, call.mutation)
-        outcome.calls += 1
-        (eager_args, eager_kw), (jit_args, jit_kw) = _inputs(call, program.requires_grad), _inputs(call, program.requires_grad)
-        try:
-            expected, expected_mode = _call(eager_module, call, eager_args, eager_kw)
-            expected_grad = _grad_of(expected, eager_args[0])
-        except Exception as e:  # eager raises: the jitted function must raise too
-            expected, expected_grad = e, None
-        try:
-            got, got_mode = _call(jitted, call, jit_args, jit_kw)
-            got_grad = _grad_of(got, jit_args[0]) if not isinstance(expected, Exception) else None
-        except Exception as e:
-            got, got_grad = e, None
-        if thunder.cache_misses(jitted) > compiled:
-            compiled, outcome.compiled_calls = thunder.cache_misses(jitted), [*outcome.compiled_calls, i]
-        where = f"call {i} ({call}):"
-        if isinstance(expected, Exception) or isinstance(got, Exception):
-            if not (isinstance(expected, Exception) and isinstance(got, Exception)):
-                outcome.differences.append(f"{where} eager {_short(expected)}, jitted {_short(got)}")
-            continue
-        if not _same(expected, got):
-            outcome.differences.append(f"{where} {_first_difference(expected, got)}")
-        elif expected_mode != got_mode:
-            outcome.differences.append(f"{where} grad mode left: eager {expected_mode}, jitted {got_mode}")
-        elif not _same_grad(expected_grad, got_grad):
-            outcome.differences.append(f"{where} gradient: eager {_short(expected_grad)}, jitted {_short(got_grad)}")
-    outcome.compiles = thunder.cache_misses(jitted)
+    outcome = check_program(program, sequence, jit_namespace=vars(mod))
     if outcome.differences:
         outcome.differences.insert(0, f"sequence: {sequence!r}")
-    return outcome, jitted
+    return outcome, outcome.jitted
 
 
 def _check_module_family_program(program, sequence, mod):
@@ -197,9 +159,7 @@ def _check_module_family_program(program, sequence, mod):
     import thunder
 
     import fuzz_families as ff
-    from fuzz_family_runner import _difference, _excused, _Side, same_value
-    from fuzz_programs import Outcome, _short
-    from metatrace.testing import reachable_proxies, state_of_call
+    from fuzz_family_runner import _Side, check_family_program
 
     class ModuleSide(_Side):
         def __init__(self):
@@ -210,34 +170,8 @@ def _check_module_family_program(program, sequence, mod):
             self.fn = thunder.jit(self.module, cache="symbolic values")
             self.a = self.state = None
 
-    outcome, source = Outcome(), program.source()
-    eager, jitted = _Side(source, None), ModuleSide()
-    compiled, outcome.compiled_calls = 0, []  # the calls that compiled
-    for i, call in enumerate(sequence):
-        outcome.calls += 1
-        expected, _ = eager.run(call)
-        got, args = jitted.run(call)
-        if thunder.cache_misses(jitted.fn) > compiled:
-            compiled, outcome.compiled_calls = thunder.cache_misses(jitted.fn), [*outcome.compiled_calls, i]
-        where = f"call {i} ({call}):"
-        leaked = reachable_proxies(state_of_call(jitted.fn, args, {}))
-        if leaked:
-            outcome.differences.append(f"{where} proxies left in {', '.join(leaked)}")
-        difference = _difference(expected, got)
-        if difference and _excused(got, program, sequence, i):
-            difference = None
-        if difference:
-            outcome.differences.append(f"{where} {difference}")
-        if isinstance(expected, Exception) or isinstance(got, Exception):
-            break  # a failed call leaves eager's objects half mutated: later calls compare nothing
-        if not same_value(expected_state := eager.observed_state(), jitted.observed_state()):
-            outcome.differences.append(f"{where} state: eager {_short(expected_state)}, "
-                                       f"jitted {_short(jitted.observed_state())}")
-            break
-    outcome.compiles = thunder.cache_misses(jitted.fn)
-    if outcome.differences:
-        outcome.differences.insert(0, f"sequence: {sequence!r}")
-    return outcome, jitted.fn
+    outcome = check_family_program(program, sequence, jitted_side=ModuleSide())
+    return outcome, outcome.jitted
 
 
 def _run_one(name: str, program, sequence) -> dict:
