@@ -55,6 +55,10 @@ class ReplayPlan:
     wrapper: Any = None
     module_dicts: tuple = ()
 
+    def __reduce__(self):
+        # a stored entry (metatrace.entry_cache): the ThunderModule is the loading process's own
+        return _restored_plan, (self.steps, self.wrapper is not None, self.module_dicts)
+
     def run(self, leaves: tuple) -> None:
         memo: dict = {}
         dicts = [(_module_dict(t.build(leaves, memo), kind, of_module), kind, prefix)
@@ -67,6 +71,13 @@ class ReplayPlan:
         if wrapper is not None:  # (``self.avg = ...``: the wrapper's copy moves with the model's buffer)
             for (d, kind, prefix), was in zip(dicts, before):
                 follow_stores(wrapper, kind, prefix, was, d)
+
+
+def _restored_plan(steps: tuple, had_wrapper: bool, module_dicts: tuple) -> ReplayPlan:
+    from metatrace.state.compile_context import ENTRY_LOADING
+
+    wrapper = ENTRY_LOADING.get().wrapper if had_wrapper else None
+    return ReplayPlan(steps, None if wrapper is None else weakref.ref(wrapper), module_dicts)
 
 
 def _module_dict(target, kind: str, of_module: bool) -> dict:

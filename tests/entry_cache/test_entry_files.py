@@ -421,3 +421,42 @@ def test_entries_list_shows_a_stored_program_and_clear_empties_the_directory(ena
     assert "removed 1 stored entry" in cleared
     assert entry_files_in(entry_dir) == []
     assert list(entry_dir.iterdir()) == []
+
+
+# --- an entry whose epilogue replays stores into the module ---------------------------------
+
+class Accumulating(torch.nn.Module):
+    """``self.total = self.total + r``: the epilogue replays the store (a mutation replay plan that
+    names the jitted module's ThunderModule: the loading process's own)."""
+
+    def __init__(self):
+        super().__init__()
+        self.total = 0.0
+
+    def forward(self, x, r):
+        self.total = self.total + r
+        return x * 2
+
+
+def _accumulate(model, rs=(0.5, 0.25, 1.0)):
+    jitted = thunder.jit(model, cache="symbolic values")
+    for r in rs:
+        jitted(sample(), r)
+    return jitted
+
+
+def test_an_entry_that_stores_into_the_module_is_stored(enabled, entry_dir):
+    jitted = _accumulate(Accumulating())
+    assert entry_cache_stats(jitted).kept_local == []
+
+
+def test_a_module_that_stores_into_itself_loads_its_entries(enabled, entry_dir):
+    _accumulate(Accumulating())
+    assert thunder.cache_misses(_accumulate(Accumulating())) == 0
+
+
+def test_a_loaded_entry_replays_the_stores_into_the_loading_module(enabled, entry_dir):
+    _accumulate(Accumulating())
+    model = Accumulating()
+    _accumulate(model)
+    assert model.total == 0.5 + 0.25 + 1.0
