@@ -1,7 +1,7 @@
 """ThunderFX (``thunder.dynamo.thunderfx(fn)``, ``torch.compile(fn, backend=thunder.dynamo.ThunderCompiler())``)
 under symbolic values.
 
-Two defaults change while metatrace is enabled:
+Three defaults change while metatrace is enabled:
 
 - a ThunderCompiler built without a ``cache`` option jits each Dynamo subgraph with
   ``cache="symbolic values"`` (thunder's default is constant values: a subgraph Dynamo marked dynamic,
@@ -10,7 +10,10 @@ Two defaults change while metatrace is enabled:
   argument captures with ``dynamic=True``: Dynamo's graph is dynamic from the first call, where by
   default its first graph is static and the second length brings a dynamic one (and thunder compiles
   every subgraph twice). Dynamo's options, not the backend: a backend sees the graph after Dynamo
-  chose its sizes. Dynamo keeps its own 0/1 specialization.
+  chose its sizes. Dynamo keeps its own 0/1 specialization;
+- and Dynamo traces for a ThunderCompiler with ``specialize_float``: a module's float attributes
+  are constants guarded by value, not 0-d tensors read back with ``.item()``, which thunder under
+  symbolic values cannot branch on (``_specialize_floats``).
 
 An explicit ``cache=`` or ``dynamic=`` (``False`` included) is respected. And thunder's splitter
 asks whether thunder runs a node several times per node (``fx.split_module``'s regions), each
@@ -37,6 +40,35 @@ def _init(original):
     return __init__
 
 
+def _specialize_floats(compiled) -> bool:
+    """Dynamo's ``specialize_float`` on while it traces ``compiled`` (the result of torch.compile
+    with a ThunderCompiler): a closure patcher in the hooks Dynamo enters around every call of it,
+    beside the one ``dynamic=`` installs there. False where no Dynamo context is found.
+
+    Under ``dynamic=True`` (and for a float that changed, under ``dynamic=None``) Dynamo makes
+    floats dynamic: a module's float attribute (an RMSNorm's ``variance_epsilon``, attention's
+    ``scaling`` and ``attention_dropout``, an embedding's ``norm_type``) reaches the graph as a
+    float64 0-d tensor read back with ``.item()`` ("tensorified"). Inductor turns those back into
+    numbers; thunder cannot: under symbolic values ``.item()`` is a value read from tensor data, and
+    the first check on it (``dropout``'s ``0 <= p <= 1``) raises ``DataDependentError``.
+    Specialized, they are constants Dynamo guards by value (``CONSTANT_MATCH``), as ``thunder.jit``
+    + metatrace checks a module's floats by value. (A float argument that changes from call to call
+    is then a Dynamo recompile per value, as under ``dynamic=False``.) A backend's own
+    ``backend_ctx_ctor`` would be the hook for this, but torch.compile wraps every backend but
+    inductor in a ``_TorchCompileWrapper``, which drops it."""
+    from torch._dynamo import config
+    from torch._dynamo.eval_frame import _TorchDynamoContext
+
+    ctx = getattr(compiled, "dynamo_ctx", None)  # an OptimizedModule
+    if ctx is None:  # a function: Dynamo's compile_wrapper closes over its context
+        cells = getattr(compiled, "__closure__", None) or ()
+        ctx = next((c.cell_contents for c in cells if isinstance(c.cell_contents, _TorchDynamoContext)), None)
+    if not isinstance(ctx, _TorchDynamoContext):
+        return False
+    ctx.enter_exit_hooks.append(config._make_closure_patcher(specialize_float=True))
+    return True
+
+
 _UNSET = object()
 _COMPILE_OPTIONS = ["fullgraph", "dynamic", "backend", "mode", "options", "disable"]
 
@@ -49,10 +81,16 @@ def _compile(original):
     # ``torch.compile`` to what ``inspect.unwrap`` finds, so this function has no ``__wrapped__``
     def compile(model=None, *, fullgraph=False, dynamic=_UNSET, backend="inductor", mode=None, options=None,
                 disable=False):
+        if model is None:  # the decorator form: torch.compile(backend=...) then applied to the model
+            return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                                     options=options, disable=disable)
         if dynamic is _UNSET:
             dynamic = True if isinstance(backend, ThunderCompiler) else None
-        return original(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options,
-                        disable=disable)
+        compiled = original(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                            options=options, disable=disable)
+        if isinstance(backend, ThunderCompiler) and dynamic is not False:
+            _specialize_floats(compiled)
+        return compiled
 
     compile.__doc__, compile.__name__, compile.__qualname__ = original.__doc__, original.__name__, original.__qualname__
     compile.__module__ = original.__module__

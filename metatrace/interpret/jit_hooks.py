@@ -29,7 +29,7 @@ from metatrace.guards.content_reads import ContentReads
 from metatrace.guards.program_builder import add_prologue_constraints
 from metatrace.guards.structure import add_number_type_constraint, add_structure_constraints
 from metatrace.patching import Patch, attribute
-from metatrace.interpret.wrapper_copies import follow_the_model
+from metatrace.interpret.modules.wrapper_copies import follow_the_model
 
 def _interpret(original):
     def interpret(fn, *args, **kwargs):
@@ -89,11 +89,11 @@ def _jit_ctx(original):
 
 
 def check_defaults(ctx, fn) -> None:
-    """The jitted function's defaults (:func:`metatrace.interpret.callee_checks.check_defaults`);
+    """The jitted function's defaults (:func:`metatrace.interpret.calls.python.callee_checks.check_defaults`);
     functions it calls are checked where they were read from the user's state."""
     import types
 
-    from metatrace.interpret.callee_checks import check_defaults as check_defaults_of
+    from metatrace.interpret.calls.python.callee_checks import check_defaults as check_defaults_of
 
     if isinstance(fn, types.FunctionType):
         check_defaults_of(ctx, fn, provenance.root_record(provenance.Root.FUNCTION), fn.__name__)

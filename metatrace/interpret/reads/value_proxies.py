@@ -2,7 +2,7 @@
 and bools, symbolic slices.
 
 thunder 0.2.6's symbolic-values mode proxies every string and slice it reads from the inputs.
-While metatrace is enabled (called by ``metatrace.interpret.module_state``'s ``JitCtx.proxify``):
+While metatrace is enabled (called by ``metatrace.interpret.modules.module_state``'s ``JitCtx.proxify``):
 
 - Inputs that can never be sizes are static, as in thunder's constant-values mode: a string
   (an argument, or a module attribute such as ``Conv1d.padding_mode``) stays a plain ``str`` in

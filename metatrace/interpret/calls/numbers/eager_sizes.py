@@ -13,9 +13,9 @@ each such value is noted in the compile's session (:func:`is_size`):
 - a slice of a noted value, and ``+``/``*`` with one (eager's ``torch.Size`` operators return a
   ``torch.Size`` on either side: ``(1,) + x.shape`` too).
 
-:mod:`metatrace.interpret.eager_views` gives C code a noted value as a ``torch.Size`` (its numbers'
+:mod:`metatrace.interpret.calls.c_code.eager_views` gives C code a noted value as a ``torch.Size`` (its numbers'
 values guarded as for any number C code reads); ``isinstance`` here and ``type``
-(:mod:`metatrace.interpret.values_as_text`) answer for it as eager does, so code branching on
+(:mod:`metatrace.interpret.calls.c_code.values_as_text`) answer for it as eager does, so code branching on
 ``isinstance(size, torch.Size)`` takes eager's arm.
 """
 

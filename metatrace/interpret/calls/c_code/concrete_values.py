@@ -24,7 +24,7 @@ from metatrace.metas import concretizations
 
 class EagerSize(tuple):
     """A tensor's shape as eager holds it (a ``torch.Size``) while its sizes are proxies, which a
-    ``torch.Size`` cannot hold: made by :mod:`metatrace.interpret.eager_views` for C code, and made
+    ``torch.Size`` cannot hold: made by :mod:`metatrace.interpret.calls.c_code.eager_views` for C code, and made
     a ``torch.Size`` of the values by :func:`concrete` before C code reads it."""
 
     __slots__ = ()

@@ -7,7 +7,7 @@ proxy was ``'i1=2'``, ``type(n)`` was ``IntegerProxy``. While metatrace is enabl
 ``set``/``frozenset`` of numbers: a proxy hashes by identity) see the number itself: its value is
 baked in with an equality guard (a string has no symbolic form). ``type(n)`` is the number's
 Python type (the prologue checks input number types; a derived number's type follows from them),
-and ``type(x.shape)`` is eager's ``torch.Size`` (metatrace.interpret.eager_sizes).
+and ``type(x.shape)`` is eager's ``torch.Size`` (metatrace.interpret.calls.numbers.eager_sizes).
 
 Which code is calling (:func:`calling_file`, :data:`OWN_CODE`) decides it: thunder's and
 metatrace's own interpreted code asks ``type(x)`` of a proxy for its dunder methods and sees the
@@ -27,15 +27,15 @@ from thunder.core.proxies import NumberProxy, Proxy
 from metatrace.state import compile_context
 from metatrace import patching
 from metatrace.guards import provenance
-from metatrace.interpret.concrete_values import concrete, has_number_proxy
-from metatrace.interpret.eager_sizes import is_size
-from metatrace.interpret.eager_views import eager_view
+from metatrace.interpret.calls.c_code.concrete_values import concrete, has_number_proxy
+from metatrace.interpret.calls.numbers.eager_sizes import is_size
+from metatrace.interpret.calls.c_code.eager_views import eager_view
 from metatrace.patching import Patch
 
 
 def _as_value_lookaside(fn, why: str, fallback):
     """``fn(x, ...)`` on the numbers' values (guarded) when an argument holds a number proxy, and
-    on eager's objects (:mod:`metatrace.interpret.eager_views`)."""
+    on eager's objects (:mod:`metatrace.interpret.calls.c_code.eager_views`)."""
 
     def lookaside(*args, **kwargs):
         if compile_context.collector() is None:
@@ -102,7 +102,7 @@ def _type_lookaside(default):
             if python_type in (bool, int, float, complex):
                 pr = provenance.opaque_record([wrap_const(type).provenance, obj.provenance])
                 return wrap(python_type, provenance=pr)
-        elif is_size(obj):  # a tensor's shape: eager's torch.Size (metatrace.interpret.eager_sizes)
+        elif is_size(obj):  # a tensor's shape: eager's torch.Size (metatrace.interpret.calls.numbers.eager_sizes)
             pr = provenance.opaque_record([wrap_const(type).provenance, obj.provenance])
             return wrap(torch.Size, provenance=pr)
         elif _read_as_class_attribute(obj):

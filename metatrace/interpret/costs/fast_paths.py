@@ -17,7 +17,7 @@ the skipped frames did records nothing: their constants and bound methods are fr
 thunder's own helpers (a ``__dunder__`` name, so metatrace's checks skip them), their loads are in
 thunder's module (no proxy is renamed), and the ``_call_dispatch`` hooks see builtins with
 constant provenance. The one thing the callbacks read from those frames is which file is running
-(``metatrace.interpret.values_as_text.calling_file``): a frame of ``getitem_impl`` stands on the
+(``metatrace.interpret.calls.c_code.values_as_text.calling_file``): a frame of ``getitem_impl`` stands on the
 interpreter's frame stack while the lookaside runs, as it did. A missing key, a subclass, a key
 of another type or a number proxy takes thunder's path, exceptions and all.
 

@@ -30,7 +30,7 @@ user's class (on the class, with its getter's ``__code__``), and the environment
 One check per container and name: the same helper read by every layer of a model is one check.
 Reads through installed packages and the standard library (``torch.nn.functional.gelu``,
 ``litgpt.model.apply_rope``, a litgpt block's ``forward``) are code, not state, and are not
-checked (:mod:`metatrace.interpret.library_code`); an argument's structure is
+checked (:mod:`metatrace.interpret.reads.library_code`); an argument's structure is
 :mod:`metatrace.guards.structure`'s.
 """
 
@@ -59,8 +59,8 @@ from metatrace.guards.provenance import (
     through_library_module,
 )
 from metatrace.guards.value_checks import add_value_check
-from metatrace.interpret.called_modules import check_module_call
-from metatrace.interpret.library_code import is_library_function, is_library_module, is_library_module_name
+from metatrace.interpret.modules.called_modules import check_module_call
+from metatrace.interpret.reads.library_code import is_library_function, is_library_module, is_library_module_name
 from metatrace.patching import Patch, attribute
 
 _WHY = "a function the trace calls"

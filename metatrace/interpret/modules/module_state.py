@@ -18,7 +18,7 @@ compile every call anew. So, as dynamo's automatic dynamic shapes do, a later co
 jitted function that reads another value from the same place keeps that number symbolic from
 then on (:func:`_static_until_changed`, remembered in the function's record).
 
-Every value goes through ``metatrace.interpret.value_proxies.proxify_static`` first: strings (arguments and module
+Every value goes through ``metatrace.interpret.reads.value_proxies.proxify_static`` first: strings (arguments and module
 attributes alike) stay static, slices get symbolic numbers.
 """
 
@@ -35,7 +35,7 @@ from thunder.core.proxies import CONSTRAINT, NumberProxy
 from metatrace.guards import provenance, registry
 from metatrace.guards.explain import recompile_logger
 from metatrace.patching import Patch, attribute
-from metatrace.interpret import value_proxies
+from metatrace.interpret.reads import value_proxies
 
 def is_module_state(t: torch.Tensor, history) -> bool:
     """A Parameter, or a tensor the interpreter read as ``module._parameters[name]`` /
@@ -69,7 +69,7 @@ def _tensorproxy(original):
 def _proxify(original):
     @functools.wraps(original)
     def proxify(self, value):
-        # Strings are static and slices keep symbolic numbers (metatrace.interpret.value_proxies); the rest is thunder's.
+        # Strings are static and slices keep symbolic numbers (metatrace.interpret.reads.value_proxies); the rest is thunder's.
         p = value_proxies.proxify_static(self, value)
         if p is not value_proxies.NOT_HANDLED:
             if type(p) is slice and provenance.read_from_jitted_module(value.provenance):

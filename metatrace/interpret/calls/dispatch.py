@@ -37,7 +37,11 @@ import thunder.core.interpreter as interpreter
 from thunder.core.interpreter import do_raise, unwrap
 
 from metatrace.guards.collect import interpreted_line
-from metatrace.interpret import c_mutations, callee_checks, opaque_calls, tensor_in_c_code, unrepeatable_calls
+from metatrace.interpret.calls.c_code import container_writes
+from metatrace.interpret.calls.python import callee_checks
+from metatrace.interpret.calls.c_code import opaque_calls
+from metatrace.interpret.calls.c_code import tensor_arguments
+from metatrace.interpret.calls import unrepeatable_calls
 from metatrace.patching import Patch, attribute, item
 from metatrace.state import compile_context
 
@@ -53,7 +57,7 @@ def _dispatching(original):
         fn, args, kwargs = call
         ufn = unwrap(fn)
         _note_code(ufn)
-        c_error = tensor_in_c_code.error(ufn, args, kwargs)
+        c_error = tensor_arguments.error(ufn, args, kwargs)
         if c_error is not None and compilectx.lookaside(ufn, *args, **kwargs) is None:
             return do_raise(c_error)
         unrepeatable_calls.before_call(fn, args)
@@ -62,12 +66,12 @@ def _dispatching(original):
         reads = compile_context.CONTENT_READS.get()
         if reads is not None:
             reads.note_call(ufn, args, kwargs)
-        before = c_mutations.fingerprints(ufn, args)
+        before = container_writes.fingerprints(ufn, args)
         if before is None or not opaque_calls.would_call_opaque(compilectx, ufn, args, kwargs):
             return original(compilectx, runtimectx, fn, *args, **kwargs)
         result = original(compilectx, runtimectx, fn, *args, **kwargs)
-        changed = c_mutations.changed_containers(before)
-        return do_raise(c_mutations.error(ufn, changed, interpreted_line())) if changed else result
+        changed = container_writes.changed_containers(before)
+        return do_raise(container_writes.error(ufn, changed, interpreted_line())) if changed else result
 
     return _call_dispatch
 

@@ -25,7 +25,7 @@ A proxy lacks most of its number's methods and attributes (``n.bit_length()``,
 ``f.is_integer()``, ``n.real``): :func:`number_attribute` answers them from the value, guarded,
 except the few whose result is the proxy itself or a constant (:data:`_SYMBOLIC_ATTRIBUTES`).
 ``map`` and ``filter`` with a function run the function under the interpreter
-(:func:`_py_map`), so ``str`` of a size goes through metatrace.interpret.values_as_text.
+(:func:`_py_map`), so ``str`` of a size goes through metatrace.interpret.calls.c_code.values_as_text.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ from metatrace.errors import MetatraceError
 from metatrace.guards import provenance
 from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
-from metatrace.interpret.values_as_text import calling_file, package_dir
-from metatrace.interpret.concrete_values import concrete, has_number_proxy
-from metatrace.interpret.eager_views import eager_view, may_differ
+from metatrace.interpret.calls.c_code.values_as_text import calling_file, package_dir
+from metatrace.interpret.calls.c_code.concrete_values import concrete, has_number_proxy
+from metatrace.interpret.calls.c_code.eager_views import eager_view, may_differ
 
 _THUNDER = package_dir(__import__("thunder"))
 

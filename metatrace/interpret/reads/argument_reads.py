@@ -5,10 +5,10 @@ An argument's own value and its containers' elements are checked by
 instance, an object of the user's class) only by its type, so that a fresh but equal object
 reuses the entry. What the trace reads from such an object (``cfg.mode``, ``cfg.act``,
 ``cfg.inner.flag``, ``batch[0].kind``) is checked here, where it is read, through thunder's wrap
-callback (:mod:`metatrace.interpret.state_reads` calls :func:`check_argument_read`): once per
+callback (:mod:`metatrace.interpret.reads.state_reads` calls :func:`check_argument_read`): once per
 path and trace, by the kind :mod:`metatrace.guards.classify` gives it. Numbers, strings, bools
 and complex numbers are thunder's proxify's (symbolic, or static with a check of their value:
-:mod:`metatrace.interpret.value_proxies`), tensors thunder's checks; modules keep the checks
+:mod:`metatrace.interpret.reads.value_proxies`), tensors thunder's checks; modules keep the checks
 of their state.
 
 A value that code thunder does not trace computed from arguments (``vars(cfg)["mode"]``: its
@@ -19,7 +19,7 @@ code was given checked whole instead (:func:`_check_opaque_inputs`).
 argument's string): thunder records the read with the name's own record as its key, and the
 prologue that reads the value again printed ``obj.<Proxy(name="obj6")>`` (a SyntaxError). The
 name is a plain ``str``, checked by value where it was read (strings are static:
-:mod:`metatrace.interpret.value_proxies`), so the read's key is that constant
+:mod:`metatrace.interpret.reads.value_proxies`), so the read's key is that constant
 (:func:`_constant_attribute_name`).
 """
 

@@ -43,10 +43,10 @@ import types
 from thunder.core.interpreter import WrappedValue
 
 from metatrace.guards.collect import interpreted_line
-from metatrace.interpret.library_code import is_library_file
+from metatrace.interpret.reads.library_code import is_library_file
 from metatrace.guards.provenance import rooted_in_arguments, rooted_in_prologue
-from metatrace.interpret.opaque_calls import would_call_opaque
-from metatrace.interpret.values_as_text import OWN_CODE, calling_file
+from metatrace.interpret.calls.c_code.opaque_calls import would_call_opaque
+from metatrace.interpret.calls.c_code.values_as_text import OWN_CODE, calling_file
 
 
 class RandomCallError(MetatraceError, RuntimeError):

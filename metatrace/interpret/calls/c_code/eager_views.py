@@ -10,20 +10,20 @@ Two things thunder's interpreter hands C code differ from eager's objects:
   ``[1, 1, 3]`` after ``[1, 2, 3]``, stock thunder too. Here such a container's items are read
   through the interpreter first (thunder's own ``track_items``, the reads ``l[i]`` would make).
 - A tensor's shape is a plain tuple of proxies where eager has a ``torch.Size``
-  (:mod:`metatrace.interpret.eager_sizes` notes which): ``str(x.shape)`` was ``(2, 3)``. Here it
-  is a ``torch.Size``, or an :class:`~metatrace.interpret.concrete_values.EagerSize` while it
-  holds proxies (which :mod:`metatrace.interpret.concrete_values` turns into a ``torch.Size`` of
+  (:mod:`metatrace.interpret.calls.numbers.eager_sizes` notes which): ``str(x.shape)`` was ``(2, 3)``. Here it
+  is a ``torch.Size``, or an :class:`~metatrace.interpret.calls.c_code.concrete_values.EagerSize` while it
+  holds proxies (which :mod:`metatrace.interpret.calls.c_code.concrete_values` turns into a ``torch.Size`` of
   the values).
 
 So C code is given the same objects with number proxies in them, which
-:mod:`metatrace.interpret.concrete_values` bakes in with their guards where C code reads them (a
+:mod:`metatrace.interpret.calls.c_code.concrete_values` bakes in with their guards where C code reads them (a
 proxy hashed pins itself, :mod:`metatrace.proxies.python_number_semantics`; one compared decides
 a guarded relation). Only numbers are read: every other item stays the object it is (C code given
 a list of tensors gets the tensors, not their proxies). A container the function built holds the
 wrappers of what it was built from (``(l,)`` for ``"%s" % (l,)``), which are followed in turn.
 
-Who asks: the calls C code answers (``metatrace.interpret.opaque_calls``), the lookasides that
-give C code a number's value (``metatrace.interpret.values_as_text``), and here the opcode
+Who asks: the calls C code answers (``metatrace.interpret.calls.c_code.opaque_calls``), the lookasides that
+give C code a number's value (``metatrace.interpret.calls.c_code.values_as_text``), and here the opcode
 handlers that give C code an unwrapped value, ``FORMAT_VALUE`` (``f"{l}"``: thunder formats a
 constant of the value), ``SET_UPDATE`` (``{*l}``: ``set.update`` in the handler itself) and
 ``COMPARE_OP`` (``l == [1, 2, 3]``: the comparison of the unwrapped operands), and a set's
@@ -41,8 +41,8 @@ from thunder.core.interpreter import WrappedValue, wrap_const
 from thunder.core.proxies import NumberProxy
 
 from metatrace.guards.provenance import rooted_in_prologue
-from metatrace.interpret.concrete_values import EagerSize
-from metatrace.interpret.eager_sizes import is_size
+from metatrace.interpret.calls.c_code.concrete_values import EagerSize
+from metatrace.interpret.calls.numbers.eager_sizes import is_size
 from metatrace.patching import Patch, item
 from metatrace.state import compile_context
 

@@ -49,7 +49,7 @@ from metatrace.state.compile_session import session
 from metatrace.guards.provenance import is_jitted_function, may_register_for_prologue, rooted_in_arguments, rooted_in_prologue
 from metatrace.guards.registry import EXPECTED, new_id
 from metatrace.guards.value_checks import ValueConstraint
-from metatrace.interpret.wrapper_copies import wrapper_of_module
+from metatrace.interpret.modules.wrapper_copies import wrapper_of_module
 
 # The dicts ``nn.Module._call_impl`` reads (the ``*_with_kwargs`` and ``*_always_called`` dicts are
 # keyed by the same handle ids and change with these).
@@ -158,7 +158,7 @@ class ExpectedModuleState:
                 same = same and _hook_keys(d) == m.hook_keys
                 for kind, name, full, _ in m.tensors:
                     # the model's tensor is the wrapper's copy, which the prologue reads (the
-                    # epilogue's own ``self.avg = ...`` moves both: metatrace.interpret.wrapper_copies)
+                    # epilogue's own ``self.avg = ...`` moves both: metatrace.interpret.modules.wrapper_copies)
                     rebound = rebound or held is None or d[kind].get(name) is not held[kind].get(full)
         except (KeyError, AttributeError, TypeError):  # a submodule removed, not a module
             same = False

@@ -1,7 +1,7 @@
 """Values user code reads from its state: which get a prologue check of their contents.
 
 Values the trace reads from the function's globals, closures, defaults and the user's modules
-(installed packages are code: ``metatrace.interpret.library_code``) that are not numbers or
+(installed packages are code: ``metatrace.interpret.reads.library_code``) that are not numbers or
 tensors (a dtype, an enum, a list mutated in place, a callable attribute) get a prologue check of
 their contents (``metatrace.guards.value_checks``), through thunder's wrap callback, which sees
 every value the interpreter reads. :func:`needs_value_check` is the policy: which values the
@@ -35,10 +35,10 @@ from metatrace.guards.provenance import (
     through_module_tensors,
 )
 from metatrace.guards.value_checks import CONTAINER_TYPES, add_value_check
-from metatrace.interpret.argument_reads import check_argument_read
-from metatrace.interpret.library_code import is_library_module
-from metatrace.interpret.values_as_text import calling_file, package_dir
-from metatrace.interpret.wrapper_shadowing import read_from_the_model
+from metatrace.interpret.reads.argument_reads import check_argument_read
+from metatrace.interpret.reads.library_code import is_library_module
+from metatrace.interpret.calls.c_code.values_as_text import calling_file, package_dir
+from metatrace.interpret.modules.shadowed_attributes import read_from_the_model
 from metatrace.patching import Patch
 
 # Packages whose own reads are not checked: ``logging`` fills a logger's ``_cache`` while it logs

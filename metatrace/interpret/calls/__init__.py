@@ -1,0 +1,1 @@
+"""Calls the interpreted code makes, by kind of callee: the one hook on every dispatch (dispatch), C code and builtins (c_code), numbers (numbers), Python functions (python), calls whose value is new every time (unrepeatable_calls)."""

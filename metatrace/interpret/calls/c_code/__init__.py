@@ -1,0 +1,1 @@
+"""C code and builtins given the trace's values: opaque calls get numbers' values, guarded (opaque_calls, concrete_values, values_as_text), builtins over containers run as Python, eager's objects for C code (eager_views), containers C code writes (container_writes), torch's C code given a traced tensor (tensor_arguments)."""

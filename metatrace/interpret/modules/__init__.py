@@ -1,0 +1,1 @@
+"""Modules the trace calls: their hooks and tensors checked (called_modules), numbers of their state (module_state), the ThunderModule's copies kept in step (wrapper_copies), attributes it shadows (shadowed_attributes), methods that call forward (module_methods)."""

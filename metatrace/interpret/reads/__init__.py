@@ -1,0 +1,1 @@
+"""Every value the interpreted call reads from its state, classified and checked: the wrap callback's policy (state_reads), values read through an argument (argument_reads), attribute presence, a class's own __getattribute__, values proxied differently from thunder's (value_proxies), tensor metadata, libraries' state and code, one object read through two paths (aliases)."""
