@@ -5,10 +5,15 @@ thunder's and torch's versions, the harnesses' sources and the samples per op. I
 ``<cache directory>/test-baselines/`` keyed by a hash of all of these, computed again only when
 one changes, and written atomically (two workers computing it at once write the same content).
 A file that cannot be read or does not match the cases is computed again, never trusted.
+Computing one holds a lock next to it: a second worker that needs the same baseline meanwhile
+(test_opinfo_sweep's constant-values half and test_metatrace_sweep's fixture, on the two xdist
+workers of a cold cache) waits for it and reads it instead of computing it a second time.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 from collections.abc import Callable
@@ -46,14 +51,33 @@ def store(name: str, *key: object, value) -> None:
         pass  # an unwritable cache directory only costs the next run the computation
 
 
+@contextlib.contextmanager
+def _computing(name: str, *key: object):
+    """An exclusive lock on the baseline's lock file while it is computed (none where the cache
+    directory cannot be written: each process then computes its own, as before)."""
+    path = baseline_file(name, *key).with_suffix(".lock")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a")
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # (released when the file closes, or the process ends)
+        yield
+
+
 def computed_once(name: str, *key: object, compute: Callable[[], object], valid: Callable[[object], bool]):
-    """The cached baseline, else ``compute()``, stored for the next run. (JSON: tuples come back
-    as lists.)"""
+    """The cached baseline, else ``compute()``, stored for the next run; one process computes it
+    while the others that need it wait (:func:`_computing`). (JSON: tuples come back as lists.)"""
     value = cached(name, *key, valid=valid)
     if value is None:
-        value = compute()
-        store(name, *key, value=value)
-        value = json.loads(json.dumps(value))  # the same shape whether computed or read
+        with _computing(name, *key):
+            value = cached(name, *key, valid=valid)  # (stored by another process while this one waited)
+            if value is None:
+                value = compute()
+                store(name, *key, value=value)
+                value = json.loads(json.dumps(value))  # the same shape whether computed or read
     return value
 
 
