@@ -46,7 +46,7 @@ from metatrace.guards.collect import interpreted_line
 from metatrace.interpret.reads.library_code import is_library_file
 from metatrace.guards.provenance import rooted_in_arguments, rooted_in_prologue
 from metatrace.interpret.calls.c_code.opaque_calls import would_call_opaque
-from metatrace.interpret.calls.c_code.values_as_text import OWN_CODE, calling_file
+from metatrace.interpret.interpreted_frames import OWN_CODE, calling_file
 
 
 class RandomCallError(MetatraceError, RuntimeError):

@@ -22,7 +22,7 @@ from thunder.core.proxies import Proxy
 
 from metatrace.guards import provenance
 from metatrace.guards.value_checks import add_presence_check
-from metatrace.interpret.calls.c_code.values_as_text import called_from_thunder
+from metatrace.interpret.interpreted_frames import called_from_thunder
 from metatrace.patching import Patch, item
 from metatrace.state import compile_context
 

@@ -37,7 +37,7 @@ from metatrace.guards.provenance import (
 from metatrace.guards.value_checks import CONTAINER_TYPES, add_value_check
 from metatrace.interpret.reads.argument_reads import check_argument_read
 from metatrace.interpret.reads.library_code import is_library_module
-from metatrace.interpret.calls.c_code.values_as_text import calling_file, package_dir
+from metatrace.interpret.interpreted_frames import calling_file, package_dir
 from metatrace.interpret.modules.shadowed_attributes import read_from_the_model
 from metatrace.patching import Patch
 

@@ -5,7 +5,9 @@ thunder's interpreter runs Python builtins opaquely on the unwrapped values. Und
 argument was a plain ``2`` with no guard on ``l`` (its elements were never read through the
 interpreter, so never proxied). While metatrace is enabled, in user code ``max``, ``min``,
 ``sum``, ``sorted``, ``all``, ``math.prod`` over a container (and ``dict.fromkeys``, which
-thunder refuses) are interpreted as the Python functions they are (``_py_*`` below): every
+thunder refuses), and ``map`` and ``filter`` with a function, are interpreted as the Python
+functions they are (``_py_*`` below; ``str`` of a size in a ``map`` goes through
+:mod:`metatrace.interpret.calls.c_code.values_as_text`): every
 element is read through the interpreter (a symbolic number, guarded by type), every comparison is
 a guarded relation, so one entry serves every list on the same side of each comparison. A container larger than ``INTERPRET_LIMIT`` is not walked
 element by element: it gets one prologue check of its contents
@@ -18,7 +20,7 @@ import collections
 import math
 
 import thunder.core.jit_ext as jit_ext
-from thunder.core.interpreter import WrappedValue, _interpret_call, interpreter_needs_wrap
+from thunder.core.interpreter import WrappedValue, _interpret_call, interpreter_needs_wrap, wrap_const
 from thunder.core.proxies import Proxy
 
 from metatrace.state import compile_context
@@ -177,6 +179,32 @@ def _interpreted(py_fn):
     return lookaside
 
 
+def _py_map(fn, *iterables):
+    for items in zip(*iterables):
+        yield fn(*items)
+
+
+def _py_filter(fn, iterable):
+    for item in iterable:
+        if (bool(item) if fn is None else fn(item)):
+            yield item
+
+
+def _interpreted_type(py_fn, typ):
+    """A lookaside for ``map``/``filter``: the function runs under the interpreter (a generator
+    instead of a ``map`` object) while metatrace compiles; thunder's type call otherwise."""
+
+    def lookaside(*args, **kwargs):
+        if compile_context.collector() is not None and args and not kwargs:
+            return _interpret_call(py_fn, *args)
+        from thunder.core.interpreter import _type_call_lookaside
+
+        return _type_call_lookaside(wrap_const(typ), *args, **kwargs)
+
+    lookaside.__name__ = f"metatrace_{typ.__name__}_lookaside"
+    return lookaside
+
+
 def patches() -> list[Patch]:
     lookasides = jit_ext._general_jit_lookaside_map
     return [
@@ -185,4 +213,7 @@ def patches() -> list[Patch]:
           for fn in _PY_BUILTINS),
         *(patching.item(lookasides, fn, _interpreted(py_fn), "dict.fromkeys is interpreted", label=_LOOKASIDES)
           for fn, py_fn in _FROMKEYS.items()),
+        *(patching.item(lookasides, typ, _interpreted_type(py_fn, typ), "map/filter run their function under the interpreter",
+                        label=_LOOKASIDES)
+          for typ, py_fn in ((map, _py_map), (filter, _py_filter))),
     ]

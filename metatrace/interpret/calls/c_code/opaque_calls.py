@@ -21,11 +21,11 @@ The exceptions are the ones where the value stays symbolic today:
 - torch's callables (thunder's symbols, or errors of thunder's own) and calls made by thunder's
   interpreted helpers (its Python versions of builtins, which call C slots on proxies on purpose).
 
-A proxy lacks most of its number's methods and attributes (``n.bit_length()``,
-``f.is_integer()``, ``n.real``): :func:`number_attribute` answers them from the value, guarded,
-except the few whose result is the proxy itself or a constant (:data:`_SYMBOLIC_ATTRIBUTES`).
-``map`` and ``filter`` with a function run the function under the interpreter
-(:func:`_py_map`), so ``str`` of a size goes through metatrace.interpret.calls.c_code.values_as_text.
+A proxy's missing number attributes (``n.bit_length()``) are
+:mod:`metatrace.interpret.calls.numbers.number_attributes`'; a ``functools.lru_cache`` wrapper runs
+the function it wraps (:mod:`metatrace.interpret.calls.python.memoized_functions`); ``map`` and
+``filter`` run their function under the interpreter
+(:mod:`metatrace.interpret.calls.c_code.container_builtins`).
 """
 
 from __future__ import annotations
@@ -51,9 +51,10 @@ from metatrace.errors import MetatraceError
 from metatrace.guards import provenance
 from metatrace.metas import concretizations
 from metatrace.patching import Patch, attribute
-from metatrace.interpret.calls.c_code.values_as_text import calling_file, package_dir
+from metatrace.interpret.interpreted_frames import calling_file, package_dir
 from metatrace.interpret.calls.c_code.concrete_values import concrete, has_number_proxy
 from metatrace.interpret.calls.c_code.eager_views import eager_view, may_differ
+from metatrace.interpret.calls.python.memoized_functions import LRU_CACHE_WRAPPER, memoized_function
 
 _THUNDER = package_dir(__import__("thunder"))
 
@@ -91,14 +92,6 @@ _STORING_OWNERS = (list, tuple, collections.deque, slice, types.SimpleNamespace,
 # A dict's or set's methods: values are stored, keys are hashed (by value in eager).
 _HASHING_OWNERS = (dict, set, frozenset, collections.OrderedDict, collections.defaultdict)
 _STORES_VALUE = {"__setitem__": 2, "setdefault": 2, "get": 2, "pop": 2, "fromkeys": 2, "update": 1}
-
-# Attributes of a number whose value needs no guard: (python type, name) -> from the proxy.
-_SYMBOLIC_ATTRIBUTES = {
-    (int, "real"): lambda n: n, (int, "numerator"): lambda n: n, (int, "imag"): lambda n: 0,
-    (int, "denominator"): lambda n: 1, (float, "real"): lambda f: f, (float, "imag"): lambda f: 0.0,
-    (int, "conjugate"): lambda n: (lambda: n), (float, "conjugate"): lambda f: (lambda: f),
-}
-
 
 # Containers longer than this are not looked into (a module's globals reach ``dict.get``), nor
 # deeper than _DEPTH (a config's nested dicts for ``json.dumps``): a number C code reads is an
@@ -268,8 +261,8 @@ def before_call(compilectx, fn, args: tuple, kwargs: dict):
     """The call to dispatch instead, as ``(fn, args, kwargs)`` (numbers' values for an opaque
     callable), or a :class:`Result` (a number proxy's conversion, an error of the values)."""
     ufn = unwrap(fn)
-    if type(ufn) is _LRU_CACHE_WRAPPER and type(fn) is WrappedValue:
-        fn, ufn = _memoized_function(fn), ufn.__wrapped__
+    if type(ufn) is LRU_CACHE_WRAPPER and type(fn) is WrappedValue:
+        fn, ufn = memoized_function(fn), ufn.__wrapped__
     if not kwargs and _conversion(ufn, args) is not None:
         return Result(_converting(ufn, args))
     if (callable(ufn) and _would_call_opaque_cheap(ufn, args, kwargs) and not _from_thunder()
@@ -284,117 +277,8 @@ def before_call(compilectx, fn, args: tuple, kwargs: dict):
     return fn, args, kwargs
 
 
-# ``functools.lru_cache``/``functools.cache``'s C wrapper: it called the user's function outside
-# the interpreter (a mask built with ``torch.tril(torch.ones(n, n))`` came back as a real tensor
-# the prologue could not unpack, and the cache kept a function of one size).
-_LRU_CACHE_WRAPPER = type(functools.lru_cache(None)(lambda: None))
-
-
-def _memoized_function(fn: WrappedValue) -> WrappedValue:
-    """The function a ``functools.lru_cache`` wraps, interpreted in its place: a memo of a pure
-    function returns what calling it returns, and the trace computes it for every size (the
-    cache's own state, its hits and entries, is not kept while tracing)."""
-    return wrap_attribute(fn.value.__wrapped__, fn, wrap_const("__wrapped__"))
-
-
 def _would_call_opaque_cheap(fn, args, kwargs) -> bool:
     """The cheap half: an opaque callable and a proxy (or a container that may hold an input's
     numbers) among the arguments."""
     return is_opaque(fn) and (any(_has_proxy(unwrap(a)) or may_differ(a) for a in args)
                               or any(_has_proxy(unwrap(v)) or may_differ(v) for v in kwargs.values()))
-
-
-def number_attribute(obj, name):
-    """``n.bit_length``, ``f.is_integer``, ``n.real`` on a number proxy: from the number's value
-    (guarded by equality), or symbolic where :data:`_SYMBOLIC_ATTRIBUTES` has it. NotImplemented
-    when ``obj`` is no number proxy or its number has no such attribute."""
-    if not isinstance(obj, NumberProxy) or not isinstance(name, str):
-        return NotImplemented
-    python_type = getattr(obj, "python_type", None)
-    if python_type not in (bool, int, float, complex) or not hasattr(python_type, name):
-        return NotImplemented
-    symbolic = _SYMBOLIC_ATTRIBUTES.get((int if python_type is bool else python_type, name))
-    if symbolic is not None and python_type is not bool:
-        return symbolic(obj)
-    concretizations.bake_in(obj, obj.value, f"the attribute {python_type.__name__}.{name} (C code reads the value)")
-    return getattr(obj.value, name)
-
-
-def _getting_number_attributes(original):
-    @functools.wraps(original)
-    def _object_getattribute_lookaside(obj, name):
-        if compile_context.collector() is None or not isinstance(unwrap(obj), NumberProxy):
-            return original(obj, name)
-        missing = _missing_dunder(unwrap(obj), unwrap(name))
-        if missing is not None:
-            return do_raise(missing)
-        result = original(obj, name)
-        runtimectx = interpreter.get_interpreterruntimectx()
-        if result is not INTERPRETER_SIGNALS.EXCEPTION_RAISED or not isinstance(runtimectx.curexc, AttributeError):
-            return result
-        try:
-            found = number_attribute(unwrap(obj), unwrap(name))
-        except MetatraceError as e:
-            runtimectx.curexc = None
-            return do_raise(e)
-        if found is NotImplemented:
-            return result
-        runtimectx.curexc = None
-        # thunder wraps an attribute as read from its object, which the prologue would unpack
-        # (an input's ``.real``); the value known here is a constant or the number itself
-        if type(obj) is WrappedValue and interpreter.get_interpretercompilectx()._with_provenance_tracking:
-            obj.attribute_wrappers[unwrap(name)] = obj if found is unwrap(obj) else wrap_const(found)
-        return found
-
-    return _object_getattribute_lookaside
-
-
-# The dunders of Python's numbers (a proxy's ``__dict__`` is read by the interpreter itself).
-_NUMBER_DUNDERS = frozenset(name for typ in (int, float, complex) for name in dir(typ) if name.startswith("__"))
-
-
-def _missing_dunder(n: NumberProxy, name) -> AttributeError | None:
-    """``f.__xor__`` on a float: the proxy class has every number dunder, the float has not."""
-    python_type = getattr(n, "python_type", None)
-    if (not isinstance(name, str) or not name.startswith("__") or python_type not in (bool, int, float, complex)
-            or name not in _NUMBER_DUNDERS or name in dir(python_type)):  # (dir: ``type.__or__`` is no float's)
-        return None
-    return AttributeError(f"'{python_type.__name__}' object has no attribute '{name}'")
-
-
-def _py_map(fn, *iterables):
-    for items in zip(*iterables):
-        yield fn(*items)
-
-
-def _py_filter(fn, iterable):
-    for item in iterable:
-        if (bool(item) if fn is None else fn(item)):
-            yield item
-
-
-def _interpreted(py_fn, typ):
-    """A lookaside for ``map``/``filter``: the function runs under the interpreter (a generator
-    instead of a ``map`` object) while metatrace compiles; thunder's type call otherwise."""
-
-    def lookaside(*args, **kwargs):
-        if compile_context.collector() is not None and args and not kwargs:
-            return _interpret_call(py_fn, *args)
-        from thunder.core.interpreter import _type_call_lookaside
-
-        return _type_call_lookaside(wrap_const(typ), *args, **kwargs)
-
-    lookaside.__name__ = f"metatrace_{typ.__name__}_lookaside"
-    return lookaside
-
-
-def patches() -> list[Patch]:
-    return [
-        attribute(interpreter, "_object_getattribute_lookaside", _getting_number_attributes,
-                  "a number's methods and attributes a proxy lacks (bit_length, is_integer) come from its value",
-                  wrap=True),
-        *(patching.item(jit_ext._general_jit_lookaside_map, typ, _interpreted(py_fn, typ),
-                        "map/filter run their function under the interpreter",
-                        label="thunder.core.jit_ext._general_jit_lookaside_map")
-          for typ, py_fn in ((map, _py_map), (filter, _py_filter))),
-    ]

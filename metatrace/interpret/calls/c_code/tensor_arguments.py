@@ -19,7 +19,7 @@ from thunder.core.proxies import TensorProxy
 
 from metatrace.errors import MetatraceError
 from metatrace.guards.collect import interpreted_line
-from metatrace.interpret.calls.c_code.values_as_text import package_dir
+from metatrace.interpret.interpreted_frames import package_dir
 
 _OUTSIDE = tuple(package_dir(__import__(name)) for name in ("torch", "thunder", "metatrace"))
 

@@ -16,7 +16,6 @@ proxy's type.
 
 from __future__ import annotations
 
-import os
 import types
 
 import thunder.core.jit_ext as jit_ext
@@ -30,6 +29,7 @@ from metatrace.guards import provenance
 from metatrace.interpret.calls.c_code.concrete_values import concrete, has_number_proxy
 from metatrace.interpret.calls.numbers.eager_sizes import is_size
 from metatrace.interpret.calls.c_code.eager_views import eager_view
+from metatrace.interpret.interpreted_frames import called_from_thunder
 from metatrace.patching import Patch
 
 
@@ -64,29 +64,6 @@ def _type_fallback(typ):  # str, set: types, which without a lookaside the inter
     return lambda *args, **kwargs: _type_call_lookaside(wrap_const(typ), *args, **kwargs)
 
 
-def calling_file() -> str | None:
-    """The file of the interpreted frame that is running, None outside the interpreter."""
-    from thunder.core.interpreter import get_interpreterruntimectx
-
-    try:
-        return get_interpreterruntimectx().frame_stack[-1].code.co_filename
-    except (LookupError, IndexError, AttributeError):
-        return None
-
-
-def called_from_thunder() -> bool:
-    """The interpreted frame calling is thunder's (its interpreter's own Python implementations
-    of builtins ask ``type(x)`` of a proxy for its dunder methods) or metatrace's."""
-    filename = calling_file()
-    return filename is None or filename.startswith(OWN_CODE)
-
-
-def package_dir(module) -> str:
-    """The directory of a package's ``__init__``, ending in a separator (a prefix of its files)."""
-    return os.path.dirname(module.__file__) + os.sep
-
-
-OWN_CODE = (package_dir(__import__("thunder")), package_dir(__import__("metatrace")))
 
 
 def _type_lookaside(default):

@@ -41,12 +41,10 @@ import inspect
 import os
 import types
 
-import thunder.core.interpreter as interpreter
 import torch
 import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import ProvenanceRecord, WrappedValue
 
-from metatrace.state import compile_context
 from metatrace.guards import classify, provenance
 from metatrace.state.compile_session import session
 from metatrace.guards.provenance import (
@@ -61,7 +59,6 @@ from metatrace.guards.provenance import (
 from metatrace.guards.value_checks import add_value_check
 from metatrace.interpret.modules.called_modules import check_module_call
 from metatrace.interpret.reads.library_code import is_library_function, is_library_module, is_library_module_name
-from metatrace.patching import Patch, attribute
 
 _WHY = "a function the trace calls"
 _ENVIRON_GETITEM = os._Environ.__getitem__
@@ -236,16 +233,6 @@ def check_property(obj: WrappedValue, name: str) -> None:
                     "its code, replaced by an in-place edit")
 
 
-def _getting_attributes(original):
-    @functools.wraps(original)
-    def _object_getattribute_lookaside(obj, name):
-        if type(obj) is WrappedValue and compile_context.collector() is not None:
-            check_property(obj, name.value if type(name) is WrappedValue else name)
-        return original(obj, name)
-
-    return _object_getattribute_lookaside
-
-
 def check_environment_read(environ) -> None:
     """``os.environ[k]``, ``.get(k)``, ``k in os.environ``, ``os.getenv(k)`` all read through
     ``_Environ.__getitem__`` with a computed key (bytes) that the prologue cannot replay, and the
@@ -269,8 +256,3 @@ def before_call(fn, args: tuple) -> None:
             check_module_call(fn)
         if fn.value is _ENVIRON_GETITEM and args:
             check_environment_read(args[0])
-
-
-def patches() -> list[Patch]:
-    return [attribute(interpreter, "_object_getattribute_lookaside", _getting_attributes,
-                      "a property of the user's class that the trace reads is checked on the class", wrap=True)]
