@@ -17,7 +17,8 @@ Three defaults change while metatrace is enabled:
 
 An explicit ``cache=`` or ``dynamic=`` (``False`` included) is respected. And thunder's splitter
 asks whether thunder runs a node several times per node (``fx.split_module``'s regions), each
-answer running the node's meta and vjp: it is answered once per node (``state/thunderfx_checks.py``).
+answer running the node's meta and vjp: it is answered once per node (``state/thunderfx_checks.py``), and a custom op metatrace traces is
+thunder's (``_traced_custom_op``).
 """
 
 from __future__ import annotations
@@ -97,13 +98,54 @@ def _compile(original):
     return compile
 
 
+def _traced_custom_op(node) -> bool:
+    """A call of a ``torch.library`` custom op that thunder was not told about and that metatrace
+    traces (``metatrace.metas.torch_ops.custom_ops``: its fake implementation with symbolic sizes,
+    its own autograd). thunder's splitter finds no mapping for it and sends it to inductor, whose
+    AOT autograd traces the op's backward on fake tensors: transformers' ``grouped_mm_fallback``
+    (the MoE layers' default experts) reads its offsets with ``tolist()`` there, and inductor fails
+    with ``DataDependentOutputException`` (Dynamo then gives up the whole frame: a graph break and
+    the frame run again, for every MoE layer). Thunder runs it, as under ``thunder.jit``. Only the
+    packet (``torch.ops.ns.name``, what Dynamo puts in its graphs): metatrace's lookaside is on its
+    ``__call__``."""
+    from metatrace.metas.torch_ops.custom_ops import _traceable
+
+    return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverloadPacket) \
+        and _traceable(node.target)
+
+
+def _splitter(original):
+    """thunder's splitter flags each output of a thunder subgraph differentiable when its example
+    value has a ``grad_fn``: a SymInt output (a size the next partition takes, common under
+    dynamic capture: ``mul_24 = s27 * s52``) is flagged non-differentiable, and thunder's
+    ``ThunderFunction`` passes it to ``ctx.mark_non_differentiable``, which takes tensors only
+    (``RuntimeError: mark_non_differentiable only accepts variable arguments``; thunder 0.2.6's
+    ``dynamo/splitter.py`` and ``executors/torch_autograd.py``, stock thunder under ``dynamic=True``
+    too). A number output is flagged differentiable here, which the autograd function ignores."""
+
+    @functools.wraps(original)
+    def _splitter(gm, thunder_jit, *args, **kwargs):
+        def jit(graph_module, *, is_differentiable_outputs=None, **options):
+            if is_differentiable_outputs is not None:
+                outputs = [n for node in graph_module.graph.nodes if node.op == "output" for n in node.all_input_nodes]
+                if len(outputs) == len(is_differentiable_outputs):
+                    is_differentiable_outputs = [
+                        flag or not isinstance(n.meta.get("example_value", None), torch.Tensor)
+                        for n, flag in zip(outputs, is_differentiable_outputs)]
+            return thunder_jit(graph_module, is_differentiable_outputs=is_differentiable_outputs, **options)
+
+        return original(gm, jit, *args, **kwargs)
+
+    return _splitter
+
+
 def _answered_once(original):
     @functools.wraps(original)
     def is_node_supported_by_thunder(node, thunder_options):
         found = SUPPORT.get(node)
         if found is not None and found[0] == id(thunder_options):
             return found[1]
-        answer = original(node, thunder_options)
+        answer = (True, None) if _traced_custom_op(node) else original(node, thunder_options)
         SUPPORT[node] = (id(thunder_options), answer)
         return answer
 
@@ -115,13 +157,18 @@ def patches() -> list[Patch]:
         from thunder.dynamo import ThunderCompiler
     except ImportError:  # thunder without its dynamo integration: nothing to change
         return []
-    from thunder.dynamo import splitter, utils
+    from thunder.dynamo import compiler, splitter, utils
+
+    from metatrace import thunderfx_alias_args
 
     once = "the splitter's question whether thunder runs a node is answered once per node"
     rows = [attribute(ThunderCompiler, "__init__", _init,
                       "ThunderFX without a cache option jits Dynamo's subgraphs under symbolic values", wrap=True),
             attribute(splitter, "is_node_supported_by_thunder", _answered_once, once, wrap=True),
-            attribute(utils, "is_node_supported_by_thunder", _answered_once, once, wrap=True)]
+            attribute(utils, "is_node_supported_by_thunder", _answered_once, once, wrap=True),
+            attribute(compiler, "_splitter", _splitter,
+                      "a number output of a thunder subgraph is not marked non-differentiable", wrap=True),
+            *thunderfx_alias_args.patches()]
     if inspect.getfullargspec(inspect.unwrap(torch.compile)).kwonlyargs != _COMPILE_OPTIONS:
         return rows  # (another torch.compile: its options are not the wrapper's; Dynamo's defaults stay)
     return rows + [attribute(torch, "compile", _compile,
