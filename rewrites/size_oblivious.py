@@ -5,7 +5,7 @@ every value of the size, or where the site says that the answer it gives takes a
 the values it excludes (torch's ``guard_size_oblivious(expr)``, said at the call). The metas
 listed in :data:`SIZE_OBLIVIOUS_METAS` run their body inside
 ``with _mt.size_oblivious("<meta name>"):`` (the runtime's table of answers for that name is
-``metatrace.metas.unbacked.REWRITTEN_META_SITES``; a test keeps the two lists equal). The
+``metatrace.metas.oblivious_answers.REWRITTEN_META_SITES``; a test keeps the two lists equal). The
 broadcast check of the metas in :data:`ONE_OR_SAME_CHECKS`, ``n == 1 or target == n``, becomes
 ``_mt.one_or_same(n, lambda: target, lambda: <the check as rewritten>)``, which answers it with no
 guard where the target is ``n`` itself (``metatrace.metas.settled_checks``).

@@ -123,7 +123,8 @@ def source_hash(sources: dict[str, str] | None = None) -> str:
         h.update(name.encode() + b"\0" + sources[name].encode() + b"\0")
     # The rewriter is part of the key: a changed rewrite must regenerate.
     package = Path(__file__).parent.parent
-    for path in sorted(Path(rewrites.__file__).parent.glob("*.py")) + [package / "codegen" / "generate.py", package / "metas" / "runtime.py"]:
+    runtime = sorted((package / "metas").glob("runtime*.py"))  # metas.runtime and the modules it names
+    for path in sorted(Path(rewrites.__file__).parent.glob("*.py")) + [package / "codegen" / "generate.py", *runtime]:
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 

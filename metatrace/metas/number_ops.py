@@ -45,7 +45,8 @@ class NumberOp:
     ``explain`` shows it, when not as ``op``. ``prec``: the precedence of an operator form (Python's
     order: comparisons 40, ``|`` 42 ... ``**`` 90).
 
-    ``runtime_name``: the name of the function in ``metatrace.metas.runtime`` that the rewritten metas call
+    ``runtime_name``: the name of its recording operator in ``metatrace.metas.runtime`` (defined in
+    ``metatrace.metas.runtime_arithmetic``), which the rewritten metas call
     for the Python operation it records (``"mul"`` for ``a * b``), None when they never do.
 
     ``op``: its name in the guard algebra (``metatrace.guards.simplify.build``), None outside it.
@@ -195,8 +196,8 @@ def _py_compare(relation: str) -> NumberOp:
 
 # thunder's number prims (replayed by the prologue), then the one metatrace runs but never replays.
 PRIM_OPS: tuple[NumberOp, ...] = (
-    _prim("add", PrimIDs.ADD, operator.add, 2, "+", prec=60, replay=True, runtime_name="_add"),
-    _prim("sub", PrimIDs.SUB, operator.sub, 2, "-", prec=60, replay=True, runtime_name="_sub"),
+    _prim("add", PrimIDs.ADD, operator.add, 2, "+", prec=60, replay=True, runtime_name="recorded_add"),
+    _prim("sub", PrimIDs.SUB, operator.sub, 2, "-", prec=60, replay=True, runtime_name="recorded_sub"),
     _prim("mul", PrimIDs.MUL, operator.mul, 2, "*", prec=70, replay=True, runtime_name="mul"),
     _prim("py_floordiv", PrimIDs.PY_FLOORDIV, operator.floordiv, 2, "//", prec=70, replay=True, divides=True,
           runtime_name="floordiv", domain=_nonzero_divisor),
@@ -220,8 +221,8 @@ PRIM_OPS: tuple[NumberOp, ...] = (
     # thunder's ``abs`` on a number (``NumberProxy.__abs__``): Python's, except that it keeps a bool
     _prim("abs", PrimIDs.ABS, _tensor_abs, 1, "_tabs", op="tabs", text="abs", replay=True),
     # thunder's python executor does not run these on numbers: metatrace registers ``impl``
-    _prim("maximum", PrimIDs.MAXIMUM, builtins.max, 2, "max", replay=True, impl="metatrace_max", runtime_name="_maximum"),
-    _prim("minimum", PrimIDs.MINIMUM, builtins.min, 2, "min", replay=True, impl="metatrace_min", runtime_name="_minimum"),
+    _prim("maximum", PrimIDs.MAXIMUM, builtins.max, 2, "max", replay=True, impl="metatrace_max", runtime_name="maximum"),
+    _prim("minimum", PrimIDs.MINIMUM, builtins.min, 2, "min", replay=True, impl="metatrace_min", runtime_name="minimum"),
     _prim("ceil", PrimIDs.CEIL, math.ceil, 1, "_math.ceil", op="ceil", replay=True, finite=True,
           impl="metatrace_ceil", runtime_name="ceil"),
     _prim("floor", PrimIDs.FLOOR, math.floor, 1, "_math.floor", op="floor", replay=True, finite=True,

@@ -1,9 +1,9 @@
 """thunder's size-oblivious sites, entered by the functions themselves while metatrace is enabled.
 
 A decision on a size read from tensor data is answered where the function making it is a site of
-:data:`metatrace.metas.unbacked.THUNDER_SITES` (``compute_broadcast_shape``'s ``n == 1`` is
+:data:`metatrace.metas.oblivious_answers.THUNDER_SITES` (``compute_broadcast_shape``'s ``n == 1`` is
 False, ...). The function says so while it runs: every reference thunder calls it through is
-wrapped by a Patch row that enters the site (``unbacked.size_oblivious``) around the call. Nothing
+wrapped by a Patch row that enters the site (``oblivious_answers.size_oblivious``) around the call. Nothing
 reads the stack, so renaming or moving metatrace's or thunder's files cannot change an answer.
 
 At enable() each site's function is resolved by its dotted name and checked by its code object
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from thunder.core.symbol import Symbol
 
 from metatrace.errors import MetatraceError
-from metatrace.metas import unbacked
+from metatrace.metas import oblivious_answers
 from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
 
 _WHY = ("a size-oblivious site: decisions on sizes read from tensor data get the site's answers "
-        "(metas.unbacked.THUNDER_SITES)")
+        "(metas.oblivious_answers.THUNDER_SITES)")
 
 # Functions whose size-oblivious decisions are made in a nested function, by the nested
 # function's name: checked to be among the outer code's constants.
@@ -38,7 +38,7 @@ _NESTED = {"thunder.clang.utils.maybe_broadcast_impl": "_maybe_broadcast"}
 
 def _moved(site: str, why: str) -> MetatraceError:
     return MetatraceError(f"thunder's {site}, a size-oblivious site of metatrace, {why}: metatrace does not "
-                          f"support this thunder (update metatrace.metas.unbacked.THUNDER_SITES)")
+                          f"support this thunder (update metatrace.metas.oblivious_answers.THUNDER_SITES)")
 
 
 def _function(site: str) -> types.FunctionType:
@@ -119,7 +119,7 @@ class EnteringSite:
 
         @functools.wraps(original)
         def entered(*args, **kwargs):
-            with unbacked.size_oblivious(site):
+            with oblivious_answers.size_oblivious(site):
                 return original(*args, **kwargs)
 
         return entered
@@ -143,8 +143,8 @@ def references(codes: dict) -> list[Patch]:
 
 
 def patches() -> list[Patch]:
-    """The rows entering every site of ``unbacked.THUNDER_SITES`` (checked first: see the module)."""
-    codes = {site_code(site): site for site in unbacked.THUNDER_SITES}
+    """The rows entering every site of ``oblivious_answers.THUNDER_SITES`` (checked first: see the module)."""
+    codes = {site_code(site): site for site in oblivious_answers.THUNDER_SITES}
     rows = references(codes)
     unreferenced = set(codes.values()) - {row.new.site for row in rows}
     if unreferenced:

@@ -38,7 +38,7 @@ from thunder.core.trace import get_tracectx
 import metatrace.metas.record_state as record_state
 import metatrace.metas.runtime as runtime
 from metatrace.state import compile_context
-from metatrace.metas import python_executor, concretizations, unbacked
+from metatrace.metas import folds, number_ops, python_executor, concretizations, unbacked
 from metatrace.metas.relations import Relation
 from metatrace.metas.torch_ops import data_dependent, data_dependent_ops
 from metatrace.patching import Patch, attribute, item
@@ -98,7 +98,7 @@ def _compare(name: str, fn, original):
     def compare(self, other):
         route = _compare_route(name, self, other)
         if route == "reflexive":
-            return runtime._REFLEXIVE[op]  # i == i: no guard, no bound symbol
+            return number_ops.REFLEXIVE[op]  # i == i: no guard, no bound symbol
         if route == "unbacked":
             # (a SymBool when no value of the size decides it: its truth raises DataDependentError)
             return runtime.truth(fn(self, other))
@@ -156,7 +156,7 @@ def _arithmetic_route(fold, self, other) -> str:
         fold is not None
         and (compile_context.collector() is not None or compile_context.interpreting()
              or unbacked.is_unbacked(self) or unbacked.is_unbacked(other))
-        and fold(self, other) is not runtime._MISSING
+        and fold(self, other) is not folds.MISSING
     ):
         # ``numel = 1; numel *= length`` in clang.reshape, ``size - size`` in grad rules (the zero
         # widths of pad's and slice's cotangents): an integer, with no prim for every later pass

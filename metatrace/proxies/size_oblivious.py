@@ -46,7 +46,7 @@ from thunder.core.proxies import NumberProxy
 from thunder.core.compile_data import using_symbolic_values
 
 from metatrace.metas.torch_ops.torch_metas import tracing
-from metatrace.metas.unbacked import size_oblivious
+from metatrace.metas.oblivious_answers import size_oblivious
 from metatrace.patching import Patch, attribute
 
 # (thunder.clang's ``utils`` attribute is thunder.core.utils: the submodule by its full name)

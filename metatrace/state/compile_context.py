@@ -111,7 +111,7 @@ CONNECTING_OUTPUTS = _Declared("connecting_outputs", None)
 # contents the trace read (``guards.content_reads.ContentReads``, noted by ``interpret.call_hooks``).
 CONTENT_READS = _Declared("content_reads", None)
 
-# The name of the size-oblivious site running (``metas.unbacked.THUNDER_SITES``, ``REWRITTEN_META_SITES``:
+# The name of the size-oblivious site running (``metas.oblivious_answers.THUNDER_SITES``, ``REWRITTEN_META_SITES``:
 # the answers it gives to decisions on sizes read from tensor data), set by the site itself: the rewritten
 # metas' generated ``with _mt.size_oblivious(...)``, the Patch rows wrapping thunder's functions,
 # metatrace's own copies of them. None: no decision is size-oblivious.

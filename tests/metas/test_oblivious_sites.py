@@ -1,4 +1,4 @@
-"""Size-oblivious sites (``metatrace.metas.oblivious_sites``, ``unbacked.THUNDER_SITES`` and
+"""Size-oblivious sites (``metatrace.metas.oblivious_sites``, ``oblivious_answers.THUNDER_SITES`` and
 ``REWRITTEN_META_SITES``): each is entered under enable() by a program whose decision on a size
 read from tensor data needs it, with eager's result; each thunder site resolves at enable() to
 the code it was written for, and every reference thunder imports it by is wrapped; a site thunder
@@ -17,7 +17,7 @@ import torch
 
 import metatrace
 from metatrace.errors import MetatraceError
-from metatrace.metas import oblivious_sites, unbacked
+from metatrace.metas import oblivious_answers, oblivious_sites
 from metatrace.state import compile_context
 from metatrace.state.compile_context import _Declared
 
@@ -91,10 +91,10 @@ def test_the_program_enters_its_sites(entered_by_program, name):
 
 def test_every_site_is_entered_by_a_program():
     listed = set().union(*(sites for _, sites in PROGRAMS.values()))
-    assert listed == set(unbacked.THUNDER_SITES) | set(unbacked.REWRITTEN_META_SITES)
+    assert listed == set(oblivious_answers.THUNDER_SITES) | set(oblivious_answers.REWRITTEN_META_SITES)
 
 
-@pytest.mark.parametrize("site", unbacked.THUNDER_SITES)
+@pytest.mark.parametrize("site", oblivious_answers.THUNDER_SITES)
 def test_a_site_resolves_to_the_code_it_was_written_for(site):
     assert oblivious_sites.site_code(site).co_name == site.rpartition(".")[2]
 
@@ -121,7 +121,7 @@ def _importers(site: str) -> set[tuple[str, str]]:
             if module == module_name and imported == name}
 
 
-@pytest.mark.parametrize("site", unbacked.THUNDER_SITES)
+@pytest.mark.parametrize("site", oblivious_answers.THUNDER_SITES)
 def test_every_module_importing_a_site_by_name_calls_it_inside_the_site(enabled, site):
     loaded = {(m, n) for m, n in _importers(site) if m in sys.modules}
     wrapped = {(m, n) for m, n in loaded if isinstance(getattr(sys.modules[m], n), type(lambda: 0))
@@ -130,7 +130,7 @@ def test_every_module_importing_a_site_by_name_calls_it_inside_the_site(enabled,
 
 
 def test_every_reference_to_a_site_is_wrapped_while_enabled(enabled):
-    codes = {oblivious_sites.site_code(site): site for site in unbacked.THUNDER_SITES}
+    codes = {oblivious_sites.site_code(site): site for site in oblivious_answers.THUNDER_SITES}
     entered = oblivious_sites.EnteringSite("")(len).__code__
     found = oblivious_sites.references(codes)  # (each row's target holds a reference)
     targets = [(row.target, row.kind, row.key) for row in found]
@@ -141,12 +141,12 @@ def test_every_reference_to_a_site_is_wrapped_while_enabled(enabled):
 def test_each_site_has_a_reference():
     with metatrace.enable():
         rows = [p for p in metatrace.install.applied_patches() if isinstance(p.new, oblivious_sites.EnteringSite)]
-    assert {p.new.site for p in rows} == set(unbacked.THUNDER_SITES)
+    assert {p.new.site for p in rows} == set(oblivious_answers.THUNDER_SITES)
 
 
 @pytest.mark.parametrize("moved", ["thunder.clang.utils.no_such_function", "thunder.clang.expand"])
 def test_a_site_thunder_no_longer_has_fails_enable(monkeypatch, moved):
-    monkeypatch.setattr(unbacked, "THUNDER_SITES", {**unbacked.THUNDER_SITES, moved: {}})
+    monkeypatch.setattr(oblivious_answers, "THUNDER_SITES", {**oblivious_answers.THUNDER_SITES, moved: {}})
     with pytest.raises(MetatraceError, match=moved.replace(".", r"\.")):
         metatrace.enable()
     assert not metatrace.is_enabled()

@@ -10,7 +10,7 @@ import libcst as cst
 import pytest
 from thunder.core.proxies import IntegerProxy
 
-from metatrace.metas import runtime, unbacked
+from metatrace.metas import oblivious_answers, runtime
 from metatrace.state import compile_context
 from rewrites.pipeline import rewrite_source
 from rewrites.size_oblivious import SIZE_OBLIVIOUS_METAS, SiteNotFound, SizeObliviousSiteTransformer
@@ -91,7 +91,7 @@ def test_a_listed_meta_without_its_check_fails_the_rewrite():
 
 
 def test_the_pass_lists_the_runtimes_meta_sites():
-    assert SIZE_OBLIVIOUS_METAS == set(unbacked.REWRITTEN_META_SITES)
+    assert SIZE_OBLIVIOUS_METAS == set(oblivious_answers.REWRITTEN_META_SITES)
 
 
 def test_the_runtime_enters_a_site_by_name():
