@@ -15,10 +15,10 @@ from metatrace.guards.collect import DataDependentError, GuardFailure
 from metatrace.guards.explain import explain
 from metatrace.guards.structure import ChangedWhileTracing, StructureMismatch
 from metatrace.install import disable, enable, is_enabled
-from metatrace.interpret.c_mutations import CMutationError
-from metatrace.interpret.dropped_stores import DroppedStoreError
-from metatrace.interpret.tensor_in_c_code import TracedTensorInCCodeError
-from metatrace.interpret.unrepeatable_calls import ClockCallError, PreexistingIteratorError, RandomCallError
+from metatrace.interpret.calls.c_code.container_writes import CMutationError
+from metatrace.mutations.unreplayable_stores import DroppedStoreError
+from metatrace.interpret.calls.c_code.tensor_arguments import TracedTensorInCCodeError
+from metatrace.interpret.calls.unrepeatable_calls import ClockCallError, PreexistingIteratorError, RandomCallError
 from metatrace.metas.torch_ops.custom_ops import CustomOpError
 
 __all__ = [

@@ -8,7 +8,7 @@ re-walk every object the process holds (about 500k once torch and thunder are im
 per full walk). A larger threshold the user set stands; whether the collector is enabled at all
 (``gc.disable()``) is the user's and is not touched.
 
-Phases: thunder's compile phases (:mod:`metatrace.interpret.gc_pacing_phases`, measured there) and
+Phases: thunder's compile phases (:mod:`metatrace.interpret.costs.gc_pacing_phases`, measured there) and
 the codegen (:func:`metatrace.codegen.generate.generate`: libcst builds and replaces a tree per
 rewritten function; 3.6 s at the default threshold, 2.6 s without collections).
 

@@ -23,14 +23,23 @@ from metatrace.proxies import (
 )
 from metatrace.grad import missing_rules, requires_grad, rules, saved_values
 from metatrace.guards import module_paths, prologue_op
-from metatrace.interpret import (
-    aliased_reads, argument_reads, attribute_presence, c_mutations, call_hooks, callee_checks, container_builtins,
-    custom_getattribute, dict_literals, dropped_stores, eager_sizes, eager_views, fast_paths, gc_pacing_phases,
-    generator_throw, interpreter_costs, jit_hooks, library_state, lookasides, module_methods, module_state,
-    opaque_calls, sequence_results, state_reads, tensor_metadata, values_as_text, wrapper_copies,
+from metatrace.interpret import jit_hooks
+from metatrace.interpret.calls import dispatch, sequence_lookasides
+from metatrace.interpret.calls.c_code import (
+    container_builtins, container_writes, eager_views, values_as_text,
+)
+from metatrace.interpret.calls.numbers import eager_sizes, number_builtins
+from metatrace.interpret.calls.python import generators
+from metatrace.interpret.costs import fast_paths, gc_pacing_phases, interpreter_costs
+from metatrace.interpret.modules import module_methods, module_state, wrapper_copies
+from metatrace.interpret.opcodes import dict_literals
+from metatrace.interpret.reads import (
+    aliases, argument_reads, attribute_presence, attribute_reads, custom_getattribute, library_state, state_reads,
+    tensor_metadata,
 )
 from metatrace.mutations import (
     cells as cell_stores, raising_calls, record as mutation_records, replay as mutation_replay, returned_objects,
+    unreplayable_stores,
 )
 from metatrace.passes import (
     distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs, view_writes,
@@ -143,28 +152,27 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         auto_registered.patches,  # (first: later rows wrap these metas)
         # interpreting the user's function
         jit_hooks.patches,
-        interpreter_costs.patches,
+        lambda: interpreter_costs.patches(with_fast_paths),
         fast_paths.patches if with_fast_paths else list,
         renames.patches,
         module_state.patches, wrapper_copies.patches,
-        dropped_stores.patches, eager_views.patches,  # (before the mutation records: they wrap its set updates)
+        unreplayable_stores.patches, eager_views.patches,  # (before the mutation records: they wrap its set updates)
         # stores into pre-existing objects: recorded, undone after tracing, replayed by the epilogue
         mutation_records.patches, cell_stores.patches, mutation_replay.patches, returned_objects.patches,
         raising_calls.patches,  # (after the undo's rows: a raising call runs eagerly once the undo is done)
-        lookasides.patches, generator_throw.patches,
+        lambda: number_builtins.patches(with_fast_paths), generators.patches,
         custom_getattribute.patches,
         library_state.patches,
         container_builtins.patches,
         dict_literals.patches,
-        values_as_text.patches, eager_sizes.patches, sequence_results.patches,  # (eager_sizes wraps isinstance)
-        state_reads.patches, aliased_reads.patches,
+        values_as_text.patches, eager_sizes.patches, sequence_lookasides.patches,
+        state_reads.patches, aliases.patches,
         argument_reads.patches,
         attribute_presence.patches,
         tensor_metadata.patches,
-        callee_checks.patches,
-        opaque_calls.patches,
-        call_hooks.patches,
-        c_mutations.patches,
+        attribute_reads.patches,
+        dispatch.patches,
+        container_writes.patches,
         # symbolic numbers: concretizations become guards, arithmetic keeps producers
         number_concretizations.patches,
         python_number_semantics.patches,
@@ -229,7 +237,7 @@ def enable(*, force_fallback: tuple[str, ...] = (), fast_paths: bool = True,
            entry_cache: bool | None = None) -> _Enabled:
     """Installs the rewritten metas. ``force_fallback``: PrimIDs names to run as fallbacks even
     though they are ported (for tests and for bisecting a suspected rewrite). ``fast_paths=False``
-    leaves thunder's interpreter its own slow paths (:mod:`metatrace.interpret.fast_paths`), for
+    leaves thunder's interpreter its own slow paths (:mod:`metatrace.interpret.costs.fast_paths`), for
     the test that finds the same traces, prologues and guards with and without them.
     ``entry_cache``: store compiled entries on disk and load them in a fresh process
     (:mod:`metatrace.entry_cache`); None: ``METATRACE_ENTRY_CACHE`` decides (default on)."""

@@ -13,7 +13,7 @@ transformers 5's ``capture_outputs`` switches its output collector to a global a
 attribute store (a dict on a plain object) in its epilogue, so ``plain_output_collector`` gives
 the collector a plain ``ContextVar`` (what transformers uses outside compilation) while it is
 active. Stock thunder needs it (tools/bench.py's stock side); metatrace does not
-(``metatrace.interpret.library_state`` keeps the collector's state as in eager).
+(``metatrace.interpret.reads.library_state`` keeps the collector's state as in eager).
 """
 
 from __future__ import annotations

@@ -183,7 +183,7 @@ def _renamed(text: str, ids: dict[str, str]) -> str:
 def rebuild(stored: StoredEntry, cd, cs):
     """The ``CacheEntry`` of ``stored`` for the callable of ``cd`` in this process; raises
     StaleReference when a stored name leads elsewhere now."""
-    from metatrace.interpret.wrapper_copies import wrapper_of_module
+    from metatrace.interpret.modules.wrapper_copies import wrapper_of_module
 
     if stored.format != FORMAT:
         raise StaleReference(f"an entry of format {stored.format}, this metatrace writes {FORMAT}")

@@ -10,7 +10,7 @@ recompiled. Here the trace's uses of each container are watched; a container the
 is checked by its exact type only (the replay needs ``list.append`` to apply).
 
 What counts as reading is decided by default deny: every call thunder's interpreter dispatches
-(``metatrace.interpret.call_hooks``) with a list, dict or set among its arguments reads it, except
+(``metatrace.interpret.calls.dispatch``) with a list, dict or set among its arguments reads it, except
 
 - the target of a method in :data:`WRITE_ONLY` (its result and its errors do not depend on what the
   container holds: ``append``, ``extend``, ``dict.__setitem__``, ``set.add``);
@@ -19,7 +19,7 @@ What counts as reading is decided by default deny: every call thunder's interpre
   through the same hook.
 
 A bound method comes back to the hook unbound, as thunder canonicalizes it. Direct paths that skip
-the dispatch (``metatrace.interpret.fast_paths``) report their reads through :func:`observe`.
+the dispatch (``metatrace.interpret.costs.fast_paths``) report their reads through :func:`observe`.
 A container inside another one is checked with the outer one (by contents when the outer one is
 read: C code such as ``str(outer)`` reads the inner one without passing it to any call).
 
@@ -37,7 +37,7 @@ import thunder.core.interpreter as interpreter
 import torch
 import thunder.core.jit_ext as jit_ext
 
-from metatrace.guards.classify import ExpectedArgument, TypeIs
+from metatrace.guards.matchers import ExpectedArgument, TypeIs
 from metatrace.guards.registry import EXPECTED
 
 # Exact types only: a subclass may read itself in any method.

@@ -7,7 +7,7 @@ function it calls) is not guarded at all, and a call with another one reused the
 argument that is not a tensor, a number or a module gets one check, by the kind
 :mod:`metatrace.guards.classify` gives it: containers by type, length (keys) and every element,
 strings, bools, dtypes, ranges ... by value, enum members, functions and classes by identity,
-plain data objects by type (what the trace reads from them: ``metatrace.interpret.argument_reads``),
+plain data objects by type (what the trace reads from them: ``metatrace.interpret.reads.argument_reads``),
 anything else by identity. Tensors and the values of numbers stay the business of thunder's checks
 and metatrace's guards: a number the trace never read cannot change its result. A number's *type*
 is checked here: thunder's symbolic-values prologue does not check it, and a trace made for ``3``
@@ -24,8 +24,9 @@ from typing import Any
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import Proxy
 
-from metatrace.guards import classify, content_reads, provenance
-from metatrace.guards.classify import ExpectedArgument, Kind
+from metatrace.guards import classify, content_reads, matchers, provenance
+from metatrace.guards.classify import Kind
+from metatrace.guards.matchers import ExpectedArgument
 from metatrace.guards.collect import GuardFailure
 from metatrace.guards.explain import record_rejection
 from metatrace.guards.provenance import Root
@@ -110,7 +111,7 @@ def check_structure(structure_id: str, value: Any, *aliased: Any) -> None:
             else:
                 return
         number_types_changed(structure_id, expected, value, *aliased)
-    if type(expected) is ExpectedArgument:  # (metatrace.guards.classify)
+    if type(expected) is ExpectedArgument:  # (metatrace.guards.matchers)
         if not expected.matcher.matches(value):
             raise check_failed(f"argument changed: expected {expected.text}, got {classify.expect(value)!r}",
                                StructureMismatch, structure_id)
@@ -199,7 +200,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
             EXPECTED[structure_id] = content_reads.only_its_type(value, where)  # (the trace only writes to it)
         else:
             matcher = classify.expect(value)
-            EXPECTED[structure_id] = ExpectedArgument(matcher, classify.text(where, matcher))
+            EXPECTED[structure_id] = ExpectedArgument(matcher, matchers.text(where, matcher))
         ctx.add_constraint((StructureConstraint(structure_id), proxy))
         texts.append(EXPECTED[structure_id].text)
     if len(kwargs) > 1:
@@ -210,7 +211,7 @@ def add_structure_constraints(ctx, trace, args: tuple, kwargs: dict, inputs=()) 
         ctx.add_constraint((StructureConstraint(structure_id), proxy))
         texts.append(EXPECTED[structure_id].text)
     if symbolic:
-        # numbers read from globals, closures and objects (metatrace.interpret.value_proxies.note_number_leaf)
+        # numbers read from globals, closures and objects (metatrace.interpret.reads.value_proxies.note_number_leaf)
         numbers += [(p, type(p.value)) for p in session(ctx).number_leaves.values()]
     if numbers:
         texts.append(f"types of the number arguments: {', '.join(t.__name__ for _, t in numbers)}")

@@ -14,7 +14,7 @@ globals, closures, defaults or module, not computed inside) gets one check of it
   NaN, ``-0.0`` differs from ``0.0``), tensors and modules by kind only (thunder's own checks
   cover a tensor's metadata; a module's state is checked through its own reads);
 - anything else (functions, user objects) by identity of the object, held weakly where it can be
-  (``metatrace.guards.classify.Identity``).
+  (``metatrace.guards.matchers.Identity``).
 
 The check runs as ``metatrace_structure(id, value)`` in the prologue (``metatrace.guards.structure``'s
 operator); ``metatrace.explain`` prints it as ``<source> == <value>`` with the reason.
@@ -31,9 +31,9 @@ from thunder.core.interpreter import ProvenanceRecord
 from thunder.core.proxies import Proxy
 
 from metatrace.proxies.plain_trees import exact_nodes
-from metatrace.guards import classify, content_reads, provenance
+from metatrace.guards import content_reads, matchers, provenance
 from metatrace.guards.check_texts import NO_VALUE, CheckText
-from metatrace.guards.classify import ExpectedArgument, Identity
+from metatrace.guards.matchers import ExpectedArgument, Identity, short_repr
 from metatrace.metas.relations import Relation
 from metatrace.state.compile_session import session
 from metatrace.guards.registry import EXPECTED, compiled_by_this_call, new_id, structure_symbol
@@ -207,7 +207,7 @@ _SHOWN_VALUES = frozenset({int, float, bool, complex, str, type(None)})
 def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source: str | None = None,
                     matcher: Any = None, reads_seen: bool = True) -> None:
     """Adds a prologue check that the value read through ``record`` has ``value``'s contents (or,
-    given a ``metatrace.guards.classify`` ``matcher``, matches it). Once per provenance and trace
+    given a ``metatrace.guards.matchers`` ``matcher``, matches it). Once per provenance and trace
     (the compile session's ``value_checks``). ``reads_seen``: the trace's reads of the value's
     contents go through its provenance, so a container only written to may be checked by type
     (:mod:`metatrace.guards.content_reads`); not so for a value bound as a constant (defaults)."""
@@ -220,10 +220,10 @@ def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source:
     source = source or provenance.text(record, session(ctx).fn)
     if matcher is None:
         shown = value if type(value) in _SHOWN_VALUES else NO_VALUE  # (no reference to a module, a tensor)
-        text = CheckText(f"{source} == {_short_repr(value)} ({why})", source, Relation.EQ, shown, why)
+        text = CheckText(f"{source} == {short_repr(value)} ({why})", source, Relation.EQ, shown, why)
         EXPECTED[value_id] = ExpectedValue(value, text)
     else:
-        EXPECTED[value_id] = ExpectedArgument(matcher, CheckText(f"{classify.text(source, matcher)} ({why})",
+        EXPECTED[value_id] = ExpectedArgument(matcher, CheckText(f"{matchers.text(source, matcher)} ({why})",
                                                                  source, reason=why))
     if reads_seen and type(value) in content_reads.WRITABLE and session(ctx).content_reads is not None:
         session(ctx).content_reads.watch(value_id, value, source)  # by type if the trace only writes it
@@ -232,11 +232,6 @@ def add_value_check(ctx, record: ProvenanceRecord, value: Any, why: str, source:
     with tracectx(ctx.computation_trace):
         proxy = Proxy(prefix="value", history=record)
     ctx.add_constraint((ValueConstraint(value_id), proxy))
-
-
-def _short_repr(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class ExpectedPresence:
@@ -274,7 +269,7 @@ def add_presence_check(ctx, record: ProvenanceRecord, name: str, present: bool, 
 
 class ExpectedSameObject:
     """Two paths of the user's state that led to one object when the trace read it through both
-    (``metatrace.interpret.aliased_reads``): still one object (equal leaves of one type, for the
+    (``metatrace.interpret.reads.aliases``): still one object (equal leaves of one type, for the
     immutable values Python may or may not share)."""
 
     __slots__ = ("text", "made_by_the_call")

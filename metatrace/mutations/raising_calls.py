@@ -39,7 +39,7 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.interpreter import InterpreterError
 
 from metatrace.errors import MetatraceError
-from metatrace.interpret.wrapper_copies import wrapper_of_module
+from metatrace.interpret.modules.wrapper_copies import wrapper_of_module
 from metatrace.patching import Patch, attribute
 from metatrace.state.compile_session import session
 

@@ -30,7 +30,7 @@ from thunder.core.proxies import Proxy
 from thunder.core.trace import tracectx
 
 from metatrace.guards import provenance, registry
-from metatrace.interpret.wrapper_copies import follow_stores, wrapper_of_module
+from metatrace.interpret.modules.wrapper_copies import follow_stores, wrapper_of_module
 from metatrace.state.compile_session import session
 from metatrace.mutations.templates import Templates, epilogue_operator_rows
 from metatrace.patching import Patch, attribute

@@ -17,7 +17,7 @@ While metatrace is enabled (``math.floor(-3.25)`` was -3, ``7 ** -2`` was 0):
 - ``hash(n)`` (a number in a set literal, a dict key, ``n in {...}``) pins the number to its value:
   thunder hashes a number proxy by its value, so a set or dict decided by the values of one call
   (``len({x.shape[0], n})``: 2 when they differed, never compared) and the entry served calls where
-  they are equal. (``set()`` and ``frozenset()`` calls decide by value in metatrace.interpret.values_as_text.)
+  they are equal. (``set()`` and ``frozenset()`` calls decide by value in metatrace.interpret.calls.c_code.values_as_text.)
   Not where thunder's interpreter looks up the function it is about to call in its lookaside
   tables: calling a number (``t.numel()``, metatrace.proxies.numel) hashed it there, and every
   decode step of a Hugging Face cache (``self.keys.numel() == 0``) recompiled for the product

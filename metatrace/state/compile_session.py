@@ -29,10 +29,10 @@ class CompileSession:
     guards: Any = None
     # name -> symbolic number read from anywhere but the call's arguments (its type is checked)
     number_leaves: dict = field(default_factory=dict)
-    # callees (metatrace.interpret.callee_checks) and provenances of values already checked
+    # callees (metatrace.interpret.calls.python.callee_checks) and provenances of values already checked
     callees: set = field(default_factory=set)
     value_checks: set = field(default_factory=set)
-    # the check of the modules the trace called (metatrace.interpret.called_modules), once made
+    # the check of the modules the trace called (metatrace.interpret.modules.called_modules), once made
     called_modules: Any = None
     # the stores into objects that existed before the call (metatrace.mutations.log.MutationLog)
     mutations: Any = None
@@ -43,14 +43,14 @@ class CompileSession:
     content_reads: Any = None
     # id -> (object, record): mutable defaults of the functions the trace calls, which thunder binds
     # as constants, and how the prologue reads them (``fn.__defaults__[0]``): pre-existing objects
-    # for metatrace.mutations (metatrace.interpret.callee_checks.note_mutable_defaults)
+    # for metatrace.mutations (metatrace.interpret.calls.python.callee_checks.note_mutable_defaults)
     mutable_defaults: dict = field(default_factory=dict)
     # the wrappers of the values the user's code holds as a torch.Size in eager (a tensor's shape,
-    # slices and sums of it: metatrace.interpret.eager_sizes)
+    # slices and sums of it: metatrace.interpret.calls.numbers.eager_sizes)
     sizes: set = field(default_factory=set)
     # the wrappers of lists and tuples made by + and *, held so thunder's wrapper cache finds them
     # again with their items after its binary-operator handler unwraps them
-    # (metatrace.interpret.sequence_results)
+    # (metatrace.interpret.opcodes.sequence_operators)
     sequence_results: list = field(default_factory=list)
     # the code objects of the Python functions the interpreter ran (metatrace.entry_cache: a stored
     # entry depends on their files)

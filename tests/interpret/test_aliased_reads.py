@@ -1,4 +1,4 @@
-"""metatrace.interpret.aliased_reads: one object read through two paths of the user's state.
+"""metatrace.interpret.reads.aliases: one object read through two paths of the user's state.
 
 thunder's interpreter keeps one wrapper per object, carrying its first read's provenance: a global
 ``G`` that is the same object as the argument ``a`` was read as ``a``, its own path never checked,

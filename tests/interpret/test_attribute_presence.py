@@ -4,7 +4,7 @@ crossed with every owner (the jitted module, an object argument, a dataclass arg
 module's class through ``type(self)`` and through ``self.__class__``, a global object), over four
 calls; the results and the owner's attribute equal eager's after each call.
 
-Before the prologue checked the answer (``metatrace.interpret.attribute_presence``), the entry
+Before the prologue checked the answer (``metatrace.interpret.reads.attribute_presence``), the entry
 traced while the attribute was absent served every later call: a counter stayed at 1.
 """
 

@@ -1,4 +1,4 @@
-"""C code that changes a container it is given (metatrace.interpret.c_mutations), and stores of
+"""C code that changes a container it is given (metatrace.interpret.calls.c_code.container_writes), and stores of
 iterators the trace made (metatrace.mutations.record): eager's results and state on every call,
 or a clear error naming the C function."""
 
@@ -15,7 +15,7 @@ import torch
 import thunder
 
 import metatrace
-from metatrace.interpret.c_mutations import PYTHON_VERSIONS, CMutationError
+from metatrace.interpret.calls.c_code.container_writes import PYTHON_VERSIONS, CMutationError
 
 pytestmark = pytest.mark.metatrace_sentinel
 

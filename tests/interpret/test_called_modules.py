@@ -1,4 +1,4 @@
-"""metatrace.interpret.called_modules: a hook registered, removed or replaced after the compile,
+"""metatrace.interpret.modules.called_modules: a hook registered, removed or replaced after the compile,
 on any module the trace called (or PyTorch's global hooks), and a tensor or submodule rebound on
 the jitted model, miss the entry; every call equals eager. Stock thunder reused the entry: it
 never ran the new hook, and kept reading the tensors its ThunderModule copied at the jit."""

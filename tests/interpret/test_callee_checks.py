@@ -1,7 +1,7 @@
-"""metatrace.interpret.callee_checks: a function the trace calls, read from the user's state (a
+"""metatrace.interpret.calls.python.callee_checks: a function the trace calls, read from the user's state (a
 global, a closure cell, an attribute of the user's module, class or object), is checked by
 identity, code and defaults; every call equals eager. Functions of installed packages are code and
-get no check (metatrace.interpret.library_code)."""
+get no check (metatrace.interpret.reads.library_code)."""
 
 from __future__ import annotations
 

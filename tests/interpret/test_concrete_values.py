@@ -1,4 +1,4 @@
-"""metatrace.interpret.concrete_values: C code that renders or reads a container holding a size
+"""metatrace.interpret.calls.c_code.concrete_values: C code that renders or reads a container holding a size
 gets the number, not its proxy, in every container kind C code walks itself, at any depth
 (``str(slice(-n, None))`` was ``'slice(i2=-2, None, None)'``, found by tools/fuzz.py).
 Generated: every container kind x every way C code renders one, against eager's text."""

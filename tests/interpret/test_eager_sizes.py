@@ -1,4 +1,4 @@
-"""metatrace.interpret.eager_sizes: a tensor's shape in the user's code is eager's ``torch.Size``
+"""metatrace.interpret.calls.numbers.eager_sizes: a tensor's shape in the user's code is eager's ``torch.Size``
 where C code renders it and where the code asks its type.
 
 thunder's shape is a plain tuple of sizes: ``str(x.shape)`` and ``f"{x.shape}"`` were ``(2, 3)``

@@ -1,4 +1,4 @@
-"""metatrace.interpret.eager_views: C code given an argument's numbers (a set of a list argument,
+"""metatrace.interpret.calls.c_code.eager_views: C code given an argument's numbers (a set of a list argument,
 the list printed, hashed or compared) decides by their values, guarded.
 
 thunder proxies a number of a list argument only where the function reads it (``l[0]``); C code

@@ -1,4 +1,4 @@
-"""metatrace.interpret.fast_paths: thunder's interpreter reads globals, builtins and items of plain
+"""metatrace.interpret.costs.fast_paths: thunder's interpreter reads globals, builtins and items of plain
 containers directly, and makes one traceback frame per code location; what it records does not
 change. Each workload is compiled with and without the fast paths (``enable(fast_paths=False)``)
 and the prologue, computation and backward traces, the guard programs and explain()'s guards
@@ -159,7 +159,7 @@ def test_the_comparison_sees_a_fast_path_that_loses_provenance(monkeypatch):
     """The records above can differ: a direct subscript that hands back a number item as a constant
     (losing its ``BINARY_SUBSCR`` provenance from the argument: ``batch["n"]`` baked in, unchecked,
     a silently wrong entry) changes what the compile records."""
-    import metatrace.interpret.fast_paths as fast_paths
+    import metatrace.interpret.costs.fast_paths as fast_paths
     from thunder.core.interpreter import wrap_const
 
     subscript = fast_paths._subscript

@@ -1,4 +1,4 @@
-"""metatrace.gc_pacing and metatrace.interpret.gc_pacing_phases: the collector runs less often
+"""metatrace.gc_pacing and metatrace.interpret.costs.gc_pacing_phases: the collector runs less often
 during thunder's compile phases and the codegen, and every threshold the user set is back
 afterwards."""
 

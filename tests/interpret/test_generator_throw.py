@@ -1,5 +1,5 @@
 """``generator.throw`` into a generator thunder interprets raises inside its frame, so its
-``except`` and ``finally`` run as in eager (metatrace.interpret.generator_throw)."""
+``except`` and ``finally`` run as in eager (metatrace.interpret.calls.python.generators)."""
 
 from __future__ import annotations
 

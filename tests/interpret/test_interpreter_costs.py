@@ -1,4 +1,4 @@
-"""metatrace.interpret.interpreter_costs: thunder's interpreter records the same caller and makes
+"""metatrace.interpret.costs.interpreter_costs: thunder's interpreter records the same caller and makes
 the same frames with the lazy stack and the prompt hand-off as without them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 import thunder
 import thunder.core.interpreter as interpreter
 
-from metatrace.interpret.interpreter_costs import CallerFrames, stack
+from metatrace.interpret.costs.interpreter_costs import CallerFrames, stack
 
 
 def _records(frames, count: int) -> list[tuple]:
@@ -111,7 +111,7 @@ def test_user_traceback_through_interpreted_frames_names_the_raising_line(enable
 
 
 def test_decoded_instructions_equal_dis_and_are_decoded_once():
-    from metatrace.interpret.interpreter_costs import get_instructions
+    from metatrace.interpret.costs.interpreter_costs import get_instructions
 
     code = _nested.__code__
     first = get_instructions(code)
@@ -122,7 +122,7 @@ def test_decoded_instructions_equal_dis_and_are_decoded_once():
 def test_decoded_instructions_leave_with_their_code_object():
     import gc
 
-    from metatrace.interpret import interpreter_costs
+    from metatrace.interpret.costs import interpreter_costs
 
     namespace = {}
     exec("def transient(x):\n    return x + 1\n", namespace)

@@ -1,4 +1,4 @@
-"""metatrace.interpret.library_code: installed packages and the standard library are code, the
+"""metatrace.interpret.reads.library_code: installed packages and the standard library are code, the
 user's modules (a script, ``__main__``, a module without a file) are state."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import types
 
 import torch
 
-from metatrace.interpret.library_code import is_library_function, is_library_module, is_library_module_name
+from metatrace.interpret.reads.library_code import is_library_function, is_library_module, is_library_module_name
 
 
 def test_installed_packages_are_code():

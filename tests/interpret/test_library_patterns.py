@@ -2,11 +2,11 @@
 models failed on their first call).
 
 - A class's own ``__getattribute__`` (transformers' ``PretrainedConfig.attribute_map``):
-  ``metatrace.interpret.custom_getattribute``; stock thunder read the attribute as ``object``
+  ``metatrace.interpret.reads.custom_getattribute``; stock thunder read the attribute as ``object``
   would and raised AttributeError.
 - ``torch.cat`` beside a ``(0,)``-shaped tensor (transformers' ``DynamicLayer``):
   ``metatrace.metas.torch_ops.torch_decompositions``.
-- transformers' output collector: ``metatrace.interpret.library_state``.
+- transformers' output collector: ``metatrace.interpret.reads.library_state``.
 
 Each compares with eager over several sizes and counts compiles.
 """
@@ -110,7 +110,7 @@ def test_transformers_output_collector_keeps_its_context_var():
     transformers = pytest.importorskip("transformers", exc_type=ImportError)
     from transformers.utils import output_capturing
 
-    from metatrace.interpret import library_state
+    from metatrace.interpret.reads import library_state
 
     with metatrace.enable():
         rows = {row.key for row in library_state.patches()}

@@ -1,4 +1,4 @@
-"""metatrace.interpret.opaque_calls: a function memoized with ``functools.lru_cache`` or
+"""metatrace.interpret.calls.c_code.opaque_calls: a function memoized with ``functools.lru_cache`` or
 ``functools.cache`` and called with a size is interpreted in place of its C cache wrapper. The
 wrapper called the function outside the interpreter: a mask built there came back as a real tensor
 that thunder's prologue failed to unpack (NotImplementedError, stock thunder too). Now the trace

@@ -1,4 +1,4 @@
-"""metatrace.interpret.unrepeatable_calls: an iterator that existed before the call, advanced by C
+"""metatrace.interpret.calls.unrepeatable_calls: an iterator that existed before the call, advanced by C
 code in traced code, raises PreexistingIteratorError naming the line (thunder ran the C
 ``__next__`` once while tracing and every later call reused the items it read, while the iterator
 stayed where tracing left it: silently wrong, stock thunder too). Generated: every kind of C
@@ -16,7 +16,7 @@ import torch
 
 import thunder
 
-from metatrace.interpret.unrepeatable_calls import PreexistingIteratorError
+from metatrace.interpret.calls.unrepeatable_calls import PreexistingIteratorError
 
 SYMBOLIC = "symbolic values"
 

@@ -1,5 +1,5 @@
 """PyTorch C code that thunder cannot trace, handed a traced tensor, raises a clear error
-(metatrace.interpret.tensor_in_c_code) where thunder handed it a proxy with no data."""
+(metatrace.interpret.calls.c_code.tensor_arguments) where thunder handed it a proxy with no data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""metatrace.interpret.unrepeatable_calls: Python's and NumPy's random numbers drawn in traced code,
+"""metatrace.interpret.calls.unrepeatable_calls: Python's and NumPy's random numbers drawn in traced code,
 and clocks read by the user's traced code, raise a clear error naming the call and the line
 (thunder baked the first value into the entry); torch's random ops, values drawn or read outside
 the jitted function, and clock reads inside installed packages (logging) still work."""
@@ -16,7 +16,7 @@ import torch
 
 import thunder
 
-from metatrace.interpret.unrepeatable_calls import ClockCallError, RandomCallError
+from metatrace.interpret.calls.unrepeatable_calls import ClockCallError, RandomCallError
 
 SYMBOLIC = "symbolic values"
 

@@ -1,4 +1,4 @@
-"""metatrace.interpret.wrapper_shadowing: state a module's ``forward`` stores through ``nn.Module``'s
+"""metatrace.interpret.modules.shadowed_attributes: state a module's ``forward`` stores through ``nn.Module``'s
 own dicts lands on the user's module, as in eager. thunder's prologue read ``self._buffers`` and
 ``self.__dict__`` from the ThunderModule, so the epilogue replayed ``register_buffer`` and a
 ``functools.cached_property`` into the wrapper: the model never had the buffer, and a running sum

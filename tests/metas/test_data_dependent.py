@@ -279,7 +279,7 @@ def test_int_of_the_count_raises(enabled):
     lambda x, m: torch.zeros(len("{:>4}".format(x[m].shape[0]))),
 ], ids=["attribute", "C function", "format"])
 def test_c_code_reading_the_count_raises(enabled, fn):
-    """C code that reads a number gets its value (metatrace.interpret.opaque_calls): a count read
+    """C code that reads a number gets its value (metatrace.interpret.calls.c_code.opaque_calls): a count read
     from data has none, and the clear error reaches the caller."""
     jf = thunder.jit(fn, cache="symbolic values")
     with pytest.raises(DataDependentError):

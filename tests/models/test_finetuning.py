@@ -52,7 +52,7 @@ def finetuned(request):
 
 # LoRA's attention builds its ``_lora_ind`` index buffer lazily on the first call (``if not
 # hasattr(self, "_lora_ind")``): the first entry is for a module without it (the prologue checks
-# the answer, metatrace.interpret.attribute_presence), the second serves every later length.
+# the answer, metatrace.interpret.reads.attribute_presence), the second serves every later length.
 COMPILES = {"lora": 2, "adapter_v2": 1}
 
 

@@ -6,7 +6,7 @@ BERT (masked LM): ``tiny`` (1 layer, hidden 40, vocab 100, eager attention, over
 ``AutoModelFor*.from_config``, 2 layers, hidden 64, the default attention implementation (sdpa),
 ``model.eval()`` then ``model.train()``, over 8, 12, 20); no dropout, float32 CPU, fixed seed;
 one jitted model per family and shape (module-scoped fixture), nothing patched in transformers
-(its output collector used to need a plain ContextVar: metatrace.interpret.library_state):
+(its output collector used to need a plain ContextVar: metatrace.interpret.reads.library_state):
 
 - eval (``torch.no_grad()``): logits equal eager at every length;
 - training step (``loss = logits.sum()``): loss and every parameter gradient equal eager;

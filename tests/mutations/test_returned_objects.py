@@ -75,7 +75,7 @@ def test_a_returned_object_holds_a_pre_existing_object_itself(enabled):
 
 
 def test_a_returned_object_in_a_dict_literal_is_rebuilt_on_every_call(enabled):
-    """A dict literal tracks its items (metatrace.interpret.dict_literals): the object is rebuilt."""
+    """A dict literal tracks its items (metatrace.interpret.opcodes.dict_literals): the object is rebuilt."""
 
     def fn(x):
         return {"out": x + 1, "cache": Layer(x * 3)}

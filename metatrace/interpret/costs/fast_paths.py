@@ -130,24 +130,21 @@ def _sharp_edges_allowed() -> bool:
         return False  # (thunder's interpreter outside thunder.jit)
 
 
-def _direct_len(original):
+def direct_len(obj):
     """``len`` of an exact dict, list or tuple: the container's ``__len__`` lookaside (a ``GET_LEN``
-    record), not thunder's interpreted ``impl``. That impl's own steps (``hasattr``, ``isinstance``,
-    ``result < 0``) wrap plain bools whose only callback is thunder's sharp edge for a computed
-    value: the direct path is taken only when sharp edges are allowed (thunder's default)."""
-
-    @functools.wraps(original)
-    def len_lookaside(obj):
-        fn = _LEN.get(type(obj.value)) if type(obj) is WrappedValue else None
-        if fn is not None and _sharp_edges_allowed():
-            compilectx = get_interpretercompilectx()
-            lookaside = compilectx.lookaside(fn, obj) if compilectx._with_provenance_tracking else None
-            if callable(lookaside):
-                _note_read(obj.value)
-                return _on_frame(_LEN_IMPL_FRAME, lookaside, obj)
-        return original(obj)
-
-    return len_lookaside
+    record), not thunder's interpreted ``impl``; None for any other value (thunder's path). That
+    impl's own steps (``hasattr``, ``isinstance``, ``result < 0``) wrap plain bools whose only
+    callback is thunder's sharp edge for a computed value: the direct path is taken only when sharp
+    edges are allowed (thunder's default). A step of ``len``'s one wrapper
+    (:mod:`metatrace.interpret.calls.numbers.number_builtins`)."""
+    fn = _LEN.get(type(obj.value)) if type(obj) is WrappedValue else None
+    if fn is not None and _sharp_edges_allowed():
+        compilectx = get_interpretercompilectx()
+        lookaside = compilectx.lookaside(fn, obj) if compilectx._with_provenance_tracking else None
+        if callable(lookaside):
+            _note_read(obj.value)
+            return _on_frame(_LEN_IMPL_FRAME, lookaside, obj)
+    return None
 
 
 def _direct_globals_lookup(original):
@@ -235,21 +232,20 @@ _FRAMES_KEPT = 4096
 _python_frames: dict[tuple, types.FrameType] = {}
 
 
-def _frame_per_location(original):
-    @functools.wraps(original)
-    def get_or_make_python_frame(self):
-        code = self.code
-        lineno = self.positions.lineno if self.positions is not None else None
-        key = (code.co_filename, code.co_firstlineno, code.co_name, self.qualname,
-               code.co_firstlineno if lineno is None else lineno)
-        frame = _python_frames.get(key)
-        if frame is None:
-            if len(_python_frames) >= _FRAMES_KEPT:
-                _python_frames.clear()
-            frame = _python_frames[key] = original(self)
-        return frame
-
-    return get_or_make_python_frame
+def frame_per_location(make_frame, frame):
+    """The Python frame of interpreted ``frame``'s location: made once by ``make_frame(frame)``
+    and reused (a step of ``get_or_make_python_frame``'s one wrapper,
+    :mod:`metatrace.interpret.costs.interpreter_costs`)."""
+    code = frame.code
+    lineno = frame.positions.lineno if frame.positions is not None else None
+    key = (code.co_filename, code.co_firstlineno, code.co_name, frame.qualname,
+           code.co_firstlineno if lineno is None else lineno)
+    made = _python_frames.get(key)
+    if made is None:
+        if len(_python_frames) >= _FRAMES_KEPT:
+            _python_frames.clear()
+        made = _python_frames[key] = make_frame(frame)
+    return made
 
 
 def patches() -> list[Patch]:
@@ -263,10 +259,4 @@ def patches() -> list[Patch]:
         item(interpreter._default_opcode_handler_map, "CONTAINS_OP", _direct_contains,
              "key in d for a plain dict is the dict's __contains__ lookaside, not thunder's interpreted impl",
              wrap=True, label="thunder.core.interpreter._default_opcode_handler_map"),
-        item(interpreter._default_lookaside_map, len, _direct_len,
-             "len() of a plain dict, list or tuple is the container's __len__ lookaside, not thunder's interpreted impl",
-             wrap=True, label="thunder.core.interpreter._default_lookaside_map"),
-        attribute(InterpreterFrame, "get_or_make_python_frame", _frame_per_location,
-                  "an exception's traceback frame is made once per code location, not by a thread per exception",
-                  wrap=True),
     ]

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 import thunder.core.interpreter as interpreter
 
+from metatrace.interpret.costs.fast_paths import frame_per_location
 from metatrace.patching import Patch, attribute
 
 
@@ -95,8 +96,21 @@ _handoff_lock = threading.Lock()
 _handoff = {"callers": 0, "saved": None}
 
 
-def _prompt_handoff(original):
+def _making_frames(original, reuse: bool):
+    """``InterpreterFrame.get_or_make_python_frame``'s one wrapper: (1) with the fast paths, a
+    frame made for the same code location before is reused
+    (:func:`metatrace.interpret.costs.fast_paths.frame_per_location`); (2) a new one is made with a
+    prompt hand-off to thunder's frame-making thread."""
+    prompt = _prompt_handoff(original)
+
     @functools.wraps(original)
+    def get_or_make_python_frame(self):
+        return frame_per_location(prompt, self) if reuse else prompt(self)
+
+    return get_or_make_python_frame
+
+
+def _prompt_handoff(original):
     def get_or_make_python_frame(self):
         with _handoff_lock:
             if _handoff["callers"] == 0:
@@ -114,13 +128,14 @@ def _prompt_handoff(original):
     return get_or_make_python_frame
 
 
-def patches() -> list[Patch]:
+def patches(with_fast_paths: bool = True) -> list[Patch]:
     return [
         attribute(interpreter, "inspect", _module_with(inspect, stack=stack),
                   "the interpreter reads one caller record of inspect.stack(): built on demand"),
         attribute(interpreter, "dis", _module_with(dis, get_instructions=get_instructions),
                   "the interpreter decodes a function's bytecode once, not at every call"),
-        attribute(interpreter.InterpreterFrame, "get_or_make_python_frame", _prompt_handoff,
-                  "the frame-making thread gets the GIL at once, not after the 5 ms switch interval",
-                  wrap=True),
+        attribute(interpreter.InterpreterFrame, "get_or_make_python_frame",
+                  functools.partial(_making_frames, reuse=with_fast_paths),
+                  "an exception's traceback frame is made once per code location (fast paths), and the "
+                  "frame-making thread gets the GIL at once, not after the 5 ms switch interval", wrap=True),
     ]

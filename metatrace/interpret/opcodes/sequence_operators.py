@@ -12,35 +12,17 @@ compile ends, so the cache finds it again, items and all.
 
 from __future__ import annotations
 
-import functools
-
-import thunder.core.interpreter as interpreter
 import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import WrappedValue
 
-from metatrace.patching import Patch, item
 from metatrace.state import compile_context
 from metatrace.state.compile_session import session
 
-_OPERATORS = (list.__add__, list.__mul__, list.__rmul__, tuple.__add__, tuple.__mul__, tuple.__rmul__)
-
-
-def _keeping_results(original):
-    @functools.wraps(original)
-    def lookaside(*args, **kwargs):
-        result = original(*args, **kwargs)
-        if type(result) is WrappedValue and compile_context.collector() is not None:  # (not a raised signal)
-            try:
-                session(jit_ext.get_jit_ctx()).sequence_results.append(result)
-            except LookupError:
-                pass
-        return result
-
-    return lookaside
-
-
-def patches() -> list[Patch]:
-    return [item(interpreter._default_provenance_tracking_lookaside_map, op, _keeping_results,
-                 "a list or tuple made by + or * keeps its items' wrappers (held until the compile ends)",
-                 wrap=True, label="thunder.core.interpreter._default_provenance_tracking_lookaside_map")
-            for op in _OPERATORS]
+def keep_result(result) -> None:
+    """Holds the wrapper of a list or tuple made by ``+`` or ``*`` until the compile ends (a step
+    of :mod:`metatrace.interpret.calls.sequence_lookasides`' wrapper of those operators)."""
+    if type(result) is WrappedValue and compile_context.collector() is not None:  # (not a raised signal)
+        try:
+            session(jit_ext.get_jit_ctx()).sequence_results.append(result)
+        except LookupError:
+            pass

@@ -37,20 +37,11 @@ import math
 import operator
 import types
 
-import thunder.core.interpreter as interpreter
-import thunder.core.jit_ext as jit_ext
-from thunder.core.interpreter import (
-    INTERPRETER_SIGNALS, WrappedValue, _interpret_call, do_raise, is_opaque, unwrap, wrap, wrap_attribute,
-    wrap_const,
-)
+from thunder.core.interpreter import WrappedValue, do_raise, is_opaque, unwrap, wrap, wrap_const
 from thunder.core.proxies import NumberProxy
 
-from metatrace.state import compile_context
-from metatrace import patching
 from metatrace.errors import MetatraceError
 from metatrace.guards import provenance
-from metatrace.metas import concretizations
-from metatrace.patching import Patch, attribute
 from metatrace.interpret.interpreted_frames import calling_file, package_dir
 from metatrace.interpret.calls.c_code.concrete_values import concrete, has_number_proxy
 from metatrace.interpret.calls.c_code.eager_views import eager_view, may_differ

@@ -88,41 +88,28 @@ def _size_lookaside(*args, **kwargs):
     return result
 
 
-def _noting_results(operands):
-    """A tuple operator's lookaside whose result is noted where ``operands(args)`` holds a noted
-    value: eager's ``torch.Size`` operators return a ``torch.Size``."""
-
-    def wrapper(original):
-        @functools.wraps(original)
-        def lookaside(*args, **kwargs):
-            result = original(*args, **kwargs)
-            if result is not INTERPRETER_SIGNALS.EXCEPTION_RAISED and any(is_size(a) for a in operands(args)):
-                _note(result)
-            return result
-
-        return lookaside
-
-    return wrapper
+def note_result(result, operands: tuple) -> None:
+    """A tuple operator's result is noted where one of ``operands`` is a noted value: eager's
+    ``torch.Size`` operators return a ``torch.Size``."""
+    if result is not INTERPRETER_SIGNALS.EXCEPTION_RAISED and any(is_size(a) for a in operands):
+        _note(result)
 
 
-def _sliced(args) -> tuple:
-    """``s[a:b]`` (not ``s[i]``, a number)."""
+def sliced(args) -> tuple:
+    """The operand of ``s[a:b]`` (not ``s[i]``, a number) whose kind the result keeps."""
     return args[:1] if len(args) == 2 and type(getattr(args[1], "value", None)) is slice else ()
 
 
-def _isinstance_lookaside(original):
-    def isinstance_lookaside(obj, cls):
-        if is_size(obj):
-            try:
-                answer = issubclass(torch.Size, cls.value)
-            except TypeError:
-                return original(obj, cls)
-            pr = ProvenanceRecord(PseudoInst.LOOKASIDE,
-                                  inputs=[wrap_const(isinstance).provenance, obj.provenance, cls.provenance])
-            return wrap(answer, provenance=pr)
-        return original(obj, cls)
-
-    return isinstance_lookaside
+def isinstance_of_size(obj, cls):
+    """``isinstance(x.shape, torch.Size)``: eager's answer; None for any other object."""
+    if not is_size(obj):
+        return None
+    try:
+        answer = issubclass(torch.Size, cls.value)
+    except TypeError:
+        return None
+    pr = ProvenanceRecord(PseudoInst.LOOKASIDE, inputs=[wrap_const(isinstance).provenance, obj.provenance, cls.provenance])
+    return wrap(answer, provenance=pr)
 
 
 def patches() -> list[Patch]:
@@ -133,11 +120,4 @@ def patches() -> list[Patch]:
                   "x.shape of a tensor is noted as eager's torch.Size", wrap=True),
         item(jit_ext._general_jit_lookaside_map, ltorch.size, _size_lookaside,
              "x.size() is noted as eager's torch.Size", label=general),
-        item(interpreter._default_provenance_tracking_lookaside_map, tuple.__getitem__, _noting_results(_sliced),
-             "a slice of a torch.Size is a torch.Size", wrap=True, label=tracking),
-        *(item(interpreter._default_provenance_tracking_lookaside_map, op, _noting_results(lambda args: args),
-               "a torch.Size's + and * make a torch.Size", wrap=True, label=tracking)
-          for op in (tuple.__add__, tuple.__mul__, tuple.__rmul__)),
-        item(jit_ext._general_jit_lookaside_map, isinstance, _isinstance_lookaside,
-             "isinstance(x.shape, torch.Size) is eager's answer", wrap=True, label=general),
     ]

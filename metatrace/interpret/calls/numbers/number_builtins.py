@@ -3,9 +3,11 @@
 While metatrace is enabled, in the function thunder interprets:
 
 - A number proxy used as an index into a Python tuple or list (``x.shape[d]``) bakes its value
-  in: an equality guard, as for any concretization.
+  in: an equality guard, as for any concretization (a step of
+  :mod:`metatrace.interpret.calls.sequence_lookasides`' wrapper).
 - ``len`` of a tensor returns its symbolic first size (the interpreter insisted on an int).
-- ``isinstance(n, int)`` on a number proxy answers for the number it stands for.
+- ``isinstance(n, int)`` on a number proxy answers for the number it stands for (a step of
+  :mod:`metatrace.interpret.calls.sequence_lookasides`' wrapper).
 - Opaque torch functions that take a bool (``torch.set_autocast_enabled``, which thunder's
   ``no_autocast`` calls with a closure's flag) get the numbers' values, guarded by value.
 """
@@ -20,6 +22,7 @@ import torch
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst, WrappedValue, _interpret_call, wrap, wrap_const
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 
+from metatrace.interpret.costs.fast_paths import direct_len
 from metatrace.state import compile_context
 from metatrace.metas import concretizations
 from metatrace.metas.torch_ops.torch_metas import concrete_numbers
@@ -29,7 +32,8 @@ from metatrace.patching import Patch, item
 _OPAQUE_WITH_VALUES = (torch.set_autocast_enabled,)
 
 
-def _concrete_index(idx: WrappedValue) -> WrappedValue:
+def concrete_index(idx: WrappedValue) -> WrappedValue:
+    """A number proxy used as an index into a tuple or list: its value, baked in (guarded)."""
     uidx = idx.value
     if isinstance(uidx, IntegerProxy) and compile_context.collector() is not None:
         value = uidx.value
@@ -38,15 +42,11 @@ def _concrete_index(idx: WrappedValue) -> WrappedValue:
     return idx
 
 
-def _indexing(original):
-    @functools.wraps(original)
-    def getitem(self, idx, /):
-        return original(self, _concrete_index(idx))
+def _len_lookaside(original, fast: bool):
+    """``len``'s one wrapper: (1) of a tensor proxy, while metatrace collects guards, its symbolic
+    first size; (2) with the fast paths, of an exact dict, list or tuple, the container's
+    ``__len__`` lookaside (:func:`metatrace.interpret.costs.fast_paths.direct_len`); (3) thunder's."""
 
-    return getitem
-
-
-def _len_lookaside(original):
     def len_lookaside(obj):
         def impl(obj):
             if not hasattr(obj, "__len__"):
@@ -63,6 +63,10 @@ def _len_lookaside(original):
         u = obj.value
         if isinstance(u, TensorProxy) and compile_context.collector() is not None:
             return _interpret_call(impl, obj)
+        if fast:
+            direct = direct_len(obj)
+            if direct is not None:
+                return direct
         return original(obj)
 
     return len_lookaside
@@ -78,37 +82,31 @@ def _opaque_with_values(fn, why: str):
     return jit_ext.interpreter_needs_wrap(impl)
 
 
-def _isinstance_lookaside(original):
-    def isinstance_lookaside(obj, cls):
-        """``isinstance(n, int)`` on a number proxy answers for the number it stands for (thunder's
-        lookaside asked the proxy class: False, and ``if isinstance(a, int)`` took the wrong branch).
-        The number's type is checked by the prologue (``metatrace.guards.structure``'s type check)."""
-        u, ucls = obj.value, cls.value
-        if isinstance(u, NumberProxy) and getattr(u, "python_type", None) in (bool, int, float, complex):
-            try:
-                res = issubclass(u.python_type, ucls) or isinstance(u, ucls)
-            except TypeError:
-                return original(obj, cls)
-            pr = ProvenanceRecord(
-                PseudoInst.LOOKASIDE, inputs=[wrap_const(isinstance).provenance, obj.provenance, cls.provenance]
-            )
-            return wrap(res, provenance=pr)
-        return original(obj, cls)
-
-    return isinstance_lookaside
+def isinstance_of_number(obj, cls):
+    """``isinstance(n, int)`` on a number proxy answers for the number it stands for (thunder's
+    lookaside asked the proxy class: False, and ``if isinstance(a, int)`` took the wrong branch);
+    None for any other object, or a class ``issubclass`` refuses. The number's type is checked by
+    the prologue (``metatrace.guards.structure``'s type check)."""
+    u, ucls = obj.value, cls.value
+    if isinstance(u, NumberProxy) and getattr(u, "python_type", None) in (bool, int, float, complex):
+        try:
+            res = issubclass(u.python_type, ucls) or isinstance(u, ucls)
+        except TypeError:
+            return None
+        pr = ProvenanceRecord(
+            PseudoInst.LOOKASIDE, inputs=[wrap_const(isinstance).provenance, obj.provenance, cls.provenance]
+        )
+        return wrap(res, provenance=pr)
+    return None
 
 
-def patches() -> list[Patch]:
+def patches(with_fast_paths: bool = True) -> list[Patch]:
     general = "thunder.core.jit_ext._general_jit_lookaside_map"
     return [
-        *(item(interpreter._default_provenance_tracking_lookaside_map, key, _indexing,
-               "tuple/list indexing by a symbolic number is guarded by equality", wrap=True,
-               label="thunder.core.interpreter._default_provenance_tracking_lookaside_map")
-          for key in (tuple.__getitem__, list.__getitem__)),
-        item(interpreter._default_lookaside_map, len, _len_lookaside, "len() of a tensor is its symbolic first size",
+        item(interpreter._default_lookaside_map, len, functools.partial(_len_lookaside, fast=with_fast_paths),
+             "len() of a tensor is its symbolic first size; of a plain dict, list or tuple (fast paths) the "
+             "container's __len__ lookaside, not thunder's interpreted impl",
              wrap=True, label="thunder.core.interpreter._default_lookaside_map"),
-        item(jit_ext._general_jit_lookaside_map, isinstance, _isinstance_lookaside,
-             "isinstance(n, int) answers for the number a proxy stands for", wrap=True, label=general),
         *(item(jit_ext._general_jit_lookaside_map, fn, _opaque_with_values(fn, f"an argument of {fn.__name__}"),
                "an opaque torch function taking a bool gets the value, guarded", label=general)
           for fn in _OPAQUE_WITH_VALUES),
