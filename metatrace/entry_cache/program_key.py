@@ -26,7 +26,7 @@ from pathlib import Path
 import metatrace
 from metatrace.errors import ProcessLocal
 import metatrace.entry_cache.settings as settings
-from metatrace.entry_cache.stable_refs import code_digest, made_at_run_time
+from metatrace.entry_cache.code_digests import code_digest, made_at_run_time
 
 _VERSIONED = ("torch", "lightning-thunder", "transformers", "litgpt", "libcst")
 _AD_HOC = re.compile(r"^__ad_hoc_executor_\d+$")

@@ -13,6 +13,9 @@ identity, the constants of its guard programs. :func:`dumps` writes each by a *s
   own ``Symbol.__reduce__`` looks symbols up by name only, and fails for the ones replaced at run
   time);
 - an enum member by its class and member name.
+- a function an executor's operator calls and a process group by their role
+  (:mod:`metatrace.entry_cache.context_refs`); a function's code digest is
+  :mod:`metatrace.entry_cache.code_digests`.
 
 A value with no stable key (a lambda or a function made at run time, a module instance, a tensor,
 a generator, a lock) raises :class:`ProcessLocal` naming it: the entry is kept in this process
@@ -23,7 +26,6 @@ is pickled by value.
 from __future__ import annotations
 
 import enum
-import hashlib
 import importlib
 import io
 import pickle
@@ -32,32 +34,12 @@ from typing import Any
 
 import torch
 
+from metatrace.entry_cache.code_digests import code_digest, function_fingerprint, made_at_run_time
+from metatrace.entry_cache.context_refs import (executor_contexts, process_groups, resolve_executor_context,
+                                                resolve_process_group)
 from metatrace.errors import ProcessLocal, StaleReference
-from metatrace.guards.classify import Identity
+from metatrace.guards.matchers import Identity
 from metatrace.state.callable_sources import COMPILED_REGIONS, SOURCES
-
-
-def code_digest(code: types.CodeType) -> str:
-    """A digest of what a code object does: bytecode, names, constants (nested code included)."""
-    h = hashlib.sha256()
-    _feed_code(h, code)
-    return h.hexdigest()[:24]
-
-
-def _feed_code(h, code: types.CodeType) -> None:
-    h.update(code.co_code)
-    h.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars, code.co_argcount,
-                   code.co_kwonlyargcount, code.co_flags)).encode())
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            _feed_code(h, const)
-        else:
-            h.update(repr(const).encode())
-
-
-def made_at_run_time(qualname: str) -> bool:
-    """A qualified name through a function's locals or a lambda (``f.<locals>.g``): no import finds it."""
-    return any(part.startswith("<") for part in qualname.split("."))
 
 
 def _lookup(module: str, qualname: str):
@@ -103,10 +85,6 @@ def resolve_submodule(path: str, cls: type):
 
 def resolve_identity(obj):
     return Identity(obj)
-
-
-def _function_fingerprint(fn: types.FunctionType) -> tuple[str, str, str]:
-    return (fn.__module__, fn.__qualname__, code_digest(fn.__code__))
 
 
 def resolve_equivalent(fingerprint: tuple, self_class: type | None = None):
@@ -209,7 +187,7 @@ class EquivalentProperty(StoredMatch):
             fn = getattr(v, name)
             if (fn is None) != (stored is None):
                 return False
-            if fn is not None and (type(fn) is not types.FunctionType or _function_fingerprint(fn) != stored):
+            if fn is not None and (type(fn) is not types.FunctionType or function_fingerprint(fn) != stored):
                 return False
         return True
 
@@ -234,7 +212,7 @@ class EquivalentFunction(StoredMatch):
             if type(v) is not types.MethodType or type(v.__self__) is not self.self_class:
                 return False
             fn = v.__func__
-        return type(fn) is types.FunctionType and _function_fingerprint(fn) == self.fingerprint
+        return type(fn) is types.FunctionType and function_fingerprint(fn) == self.fingerprint
 
     def __repr__(self) -> str:
         return f"{self.fingerprint[0]}.{self.fingerprint[1]} (by code)"
@@ -256,41 +234,6 @@ def resolve_compiled_region(name: str, text: str, ctx: dict, mode: str | None):
 
 def resolve_member(cls, name: str):
     return cls[name]
-
-
-def resolve_executor_context(executor: str, operator: str, key: str):
-    from thunder.extend import get_executor
-
-    try:
-        return _call_context(get_executor(executor).opmap[operator])[key]
-    except (AttributeError, KeyError, TypeError):
-        raise StaleReference(f"executor {executor!r} has no operator {operator!r} calling {key!r}") from None
-
-
-def _executor_contexts() -> dict[int, tuple[str, str, str]]:
-    """id(function) -> (executor, operator, name) for the functions executors' operators call (their
-    call contexts: thunder's implementations, lambdas included), which a trace's context holds."""
-    from thunder.extend import get_all_executors
-
-    found: dict[int, tuple[str, str, str]] = {}
-    for ex in get_all_executors():
-        for op_name, sym in getattr(ex, "opmap", {}).items():
-            for key, value in _call_context(sym).items():
-                found.setdefault(id(value), (ex.name, op_name, key))
-    return found
-
-
-def _call_context(sym) -> dict:
-    """The names an operator's bound symbols give their trace's context: thunder's
-    ``register_operator(name, fn=...)`` keeps ``{name: fn}`` in the closure of the symbol's
-    ``_bind_postprocess``, not on the symbol."""
-    found = dict(getattr(sym, "_call_ctx", None) or {})
-    post = getattr(sym, "_bind_postprocess", None)
-    for cell in getattr(post, "__closure__", None) or ():
-        contents = cell.cell_contents
-        if type(contents) is dict and all(type(k) is str for k in contents):
-            found.update(contents)
-    return found
 
 
 _BY_PICKLE_NAME = (importlib.import_module,)
@@ -332,36 +275,6 @@ def _named_symbol(sym):
     return (module_name, sym.name) if found is sym else None
 
 
-def process_groups(cd) -> dict[tuple, object]:
-    """The process groups a jitted callable's traces may call, by role: ddp's group on the compile
-    data, each transform's ``process_group``, the default group."""
-    groups: dict[tuple, object] = {}
-    if cd is None:
-        return groups
-    if getattr(cd, "process_group_for_ddp", None) is not None:
-        groups[("ddp",)] = cd.process_group_for_ddp
-    for i, t in enumerate(getattr(cd, "transforms", None) or ()):
-        if getattr(t, "process_group", None) is not None:
-            groups[("transform", i)] = t.process_group
-    try:
-        import torch.distributed as tdist
-
-        if tdist.is_available() and tdist.is_initialized():
-            groups[("default",)] = tdist.distributed_c10d._get_default_group()
-    except Exception:  # noqa: BLE001 - no distributed package: no default group
-        pass
-    return groups
-
-
-def resolve_process_group(role: tuple):
-    from metatrace.state.compile_context import ENTRY_LOADING
-
-    group = process_groups(ENTRY_LOADING.get().cd).get(role)
-    if group is None:
-        raise StaleReference(f"no process group {role} in this process")
-    return group
-
-
 class _StablePickler(pickle.Pickler):
     def __init__(self, buffer, root_module, cd=None):
         super().__init__(buffer, protocol=pickle.HIGHEST_PROTOCOL)
@@ -387,14 +300,14 @@ class _StablePickler(pickle.Pickler):
         if _named(target) is not None:
             return resolve_identity, (target,)
         if type(target) is types.FunctionType:
-            return resolve_equivalent, (_function_fingerprint(target),)
+            return resolve_equivalent, (function_fingerprint(target),)
         if type(target) is property:  # (a property made in a class body: by its accessors)
             return resolve_equivalent_property, (tuple(self._accessor(getattr(target, a)) for a in _ACCESSORS),)
         if type(target) is types.CodeType:
             return resolve_equivalent_code, ((target.co_filename, target.co_qualname, code_digest(target)),)
         if (type(target) is types.MethodType and type(target.__func__) is types.FunctionType
                 and _named(type(target.__self__)) is not None):
-            return resolve_equivalent, (_function_fingerprint(target.__func__), type(target.__self__))
+            return resolve_equivalent, (function_fingerprint(target.__func__), type(target.__self__))
         try:  # an object of a named class (a partial, a dataclass): the same contents, by value
             contents = dumps(target, self._root)
         except ProcessLocal:
@@ -407,7 +320,7 @@ class _StablePickler(pickle.Pickler):
             return None
         if type(fn) is not types.FunctionType:
             raise ProcessLocal(f"a property's accessor {fn!r} is not a Python function")
-        return _function_fingerprint(fn)
+        return function_fingerprint(fn)
 
     def reducer_override(self, obj):
         from thunder.core.symbol import Symbol
@@ -428,7 +341,7 @@ class _StablePickler(pickle.Pickler):
             named = _named(obj)
             if named is not None:
                 return resolve_function, (*named, code_digest(obj.__code__))
-            in_executor = _executor_contexts().get(id(obj))
+            in_executor = executor_contexts().get(id(obj))
             if in_executor is not None:
                 return resolve_executor_context, in_executor
             raise ProcessLocal(f"the function {obj.__module__}.{obj.__qualname__} has no importable name")

@@ -28,7 +28,7 @@ import thunder
 
 from metatrace.guards import provenance
 from metatrace.guards.check_texts import NO_VALUE, CheckText
-from metatrace.guards.classify import ExpectedArgument
+from metatrace.guards.matchers import ExpectedArgument
 from metatrace.guards.registry import EXPECTED, PROGRAMS, compile_stats, function_record
 from metatrace.guards.value_checks import ExpectedValue
 from metatrace.metas.relations import Relation
@@ -131,10 +131,6 @@ class _PrologueReads:
             return self.own_state(self.sizes[proxy_name][0])
         record = self.records.get(proxy_name)
         return record is not None and provenance.reads_own_state(record)
-
-
-# Prologue unpacks of module state: (symbol name, how the source reads: attribute or path).
-_MODULE_UNPACKS = {"unpack_attr", "unpack_submodule", "unpack_parameter", "unpack_buffer"}
 
 
 def _prologue_reads(prologue_trace, fn=None) -> _PrologueReads:

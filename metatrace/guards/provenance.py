@@ -1,143 +1,39 @@
-"""A value's provenance (thunder's ``ProvenanceRecord``) read once as a typed path, and every
-question metatrace asks of it.
+"""Every question metatrace asks of a value's provenance (thunder's ``ProvenanceRecord``).
 
-thunder's interpreter records how it reached each value: a record's ``inst`` says what was done
-(``LOAD_ATTR``, ``BINARY_SUBSCR``, an input, a constant, an opaque call) and its ``inputs`` are
-the records of what it was done to. :func:`parse` reads a record into a :class:`Path`, as
-dynamo's ``AttrSource``/``GetItemSource`` chains do: a :class:`Root` (the jitted function or
-module, the call's positional or keyword arguments, a constant, an opaque call, a computed
-value) and the attribute and item reads from it (:class:`Step`: its kind and constant key, or
-``UNKNOWN``). The rest of metatrace asks this module (how explain() names the value, what the
-call gives when the path is read again, whether two records read the same value, where the
-path is rooted) and none walks a record itself. Records that metatrace builds for thunder (the
-prologue unpacks them) come from the constructors at the end.
+A record is read once as a typed path (:mod:`metatrace.guards.provenance_paths`: a :class:`Root`
+and the attribute and item reads from it). The rest of metatrace asks this module where the path
+is rooted (the call's arguments, the jitted module's tensors, a library module), what the call
+gives when the path is read again, whether two records read the same value, and how explain()
+names the value; none walks a record itself. The path's types, :func:`parse` and the record
+constructors are importable from here too, as the one face of provenance.
 """
 
 from __future__ import annotations
 
-import enum
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 
-# The one limit on how far a record is followed (from the value towards its root, through
-# reads, opaque calls and inputs alike): records are built from earlier ones, so a chain ends;
-# the limit keeps a malformed (cyclic) one from hanging a compile.
-MAX_DEPTH = 256
+from metatrace.guards.provenance_paths import (ARGUMENT_ROOTS, CALL_ROOTS, MAX_DEPTH, UNKNOWN, Path, Read, Root, Step,
+                                               attribute_name, attribute_record, constant_record, item_record,
+                                               last_read, opaque_record, parse, root_record)
 
-
-class Root(enum.Enum):
-    """Where a path starts."""
-
-    FUNCTION = "function"  # INPUT_FN: the jitted function or module (``self``)
-    ARGS = "args"  # INPUT_ARGS: the call's positional arguments
-    KWARGS = "kwargs"  # INPUT_KWARGS: the call's keyword arguments
-    CONSTANT = "constant"  # a constant the interpreter wrapped
-    OPAQUE = "opaque"  # the result of an opaque call (a builtin run on unwrapped values)
-    COMPUTED = "computed"  # any other instruction: a value the frame computed
-    TOO_DEEP = "too deep"  # the chain was longer than MAX_DEPTH
-    NONE = "none"  # no record at all
-
-
-class Read(enum.Enum):
-    ATTR = "attribute"  # LOAD_ATTR: ``base.key``
-    ITEM = "item"  # BINARY_SUBSCR: ``base[key]``
-
-
-class _Unknown:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN = _Unknown()  # the key of a read whose key is not a constant
-_ROOTS = {PseudoInst.INPUT_FN: Root.FUNCTION, PseudoInst.INPUT_ARGS: Root.ARGS,
-          PseudoInst.INPUT_KWARGS: Root.KWARGS, PseudoInst.CONSTANT: Root.CONSTANT, PseudoInst.OPAQUE: Root.OPAQUE}
-_CALL_ROOTS = (Root.FUNCTION, Root.ARGS, Root.KWARGS)
-_ARGUMENT_ROOTS = (Root.ARGS, Root.KWARGS)
-
-
-@dataclass(frozen=True, eq=False)
-class Step:
-    """One read: ``kind`` of ``base`` (the record read from) with ``key``; ``record`` is the read's own."""
-
-    kind: Read
-    key: Any
-    base: ProvenanceRecord
-    record: ProvenanceRecord
-
-    @property
-    def known(self) -> bool:
-        return self.key is not UNKNOWN
-
-    def read(self, obj: Any) -> Any:
-        """The read done again on ``obj``; ``NotImplemented`` where it raises or its key is unknown."""
-        if not self.known:
-            return NotImplemented
-        try:
-            return obj[self.key] if self.kind is Read.ITEM else getattr(obj, self.key)
-        except Exception:
-            return NotImplemented
-
-
-@dataclass(frozen=True, eq=False)
-class Path:
-    """``root`` (its record ``base``) and the reads from it, outermost last."""
-
-    root: Root
-    base: ProvenanceRecord | None
-    steps: tuple[Step, ...]
-
-    @property
-    def last(self) -> Step | None:
-        return self.steps[-1] if self.steps else None
-
-    def keys(self) -> list:
-        return [s.key for s in self.steps]
-
-
-def _step(pr: ProvenanceRecord) -> Step | None:
-    """The record as a read (an attribute or item read with inputs), else None."""
-    if pr.inst is PseudoInst.LOAD_ATTR:
-        kind = Read.ATTR
-    elif pr.inst is PseudoInst.BINARY_SUBSCR:
-        kind = Read.ITEM
-    else:
-        return None
-    if not pr.inputs:
-        return None
-    key_pr = pr.inputs[1] if len(pr.inputs) == 2 else None
-    key = key_pr.value if key_pr is not None and key_pr.inst is PseudoInst.CONSTANT else UNKNOWN
-    return Step(kind, key, pr.inputs[0], pr)
-
-
-def parse(pr: Any) -> Path:
-    """The record as a path: its reads back to the first record that is not a read."""
-    if not isinstance(pr, ProvenanceRecord):
-        return Path(Root.NONE, None, ())
-    steps = []
-    while (step := _step(pr)) is not None:
-        if len(steps) >= MAX_DEPTH:
-            return Path(Root.TOO_DEEP, pr, tuple(reversed(steps)))
-        steps.append(step)
-        pr = step.base
-    root = next((kind for inst, kind in _ROOTS.items() if pr.inst is inst), Root.COMPUTED)
-    return Path(root, pr, tuple(reversed(steps)))
-
-
-def last_read(pr: Any) -> Step | None:
-    """The value's own read (``m.weight``: the attribute ``weight`` of ``m``), else None."""
-    return _step(pr) if isinstance(pr, ProvenanceRecord) else None
-
-
-def attribute_name(pr: Any):
-    """The constant key of an attribute or item read (``'weight'`` of ``m.weight``), else None."""
-    step = last_read(pr)
-    return step.key if step is not None and step.known else None
+__all__ = [
+    # the typed path and the records metatrace builds (provenance_paths)
+    "MAX_DEPTH", "UNKNOWN", "Path", "Read", "Root", "Step", "attribute_name", "attribute_record", "constant_record",
+    "item_record", "last_read", "opaque_record", "parse", "root_record",
+    # where a path is rooted
+    "is_jitted_function", "rooted_in_arguments", "an_argument_or_its_item", "argument_of", "read_from_jitted_module",
+    "rooted_in_the_call", "through_module_tensors", "reads_module_tensor", "EXT_FLAG_LIBRARY_MODULE",
+    "through_library_module", "read_from_module_instance", "submodule_path", "may_register_for_prologue",
+    "rooted_in_prologue",
+    # reading the value again, telling records apart
+    "replay", "key",
+    # names
+    "text", "reads_own_state", "state_name", "parameter_names", "argument_name",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,7 +48,7 @@ def is_jitted_function(pr: Any) -> bool:
 
 def rooted_in_arguments(pr: Any) -> bool:
     """An argument of the call, or read from one through items and attributes (``args[0].cfg``)."""
-    return parse(pr).root in _ARGUMENT_ROOTS
+    return parse(pr).root in ARGUMENT_ROOTS
 
 
 def an_argument_or_its_item(pr: Any) -> bool:
@@ -160,14 +56,14 @@ def an_argument_or_its_item(pr: Any) -> bool:
     attribute of an argument is another value): ``metatrace.guards.structure`` checks the types
     of those numbers from the call's arguments."""
     path = parse(pr)
-    return path.root in _ARGUMENT_ROOTS and all(s.kind is Read.ITEM for s in path.steps)
+    return path.root in ARGUMENT_ROOTS and all(s.kind is Read.ITEM for s in path.steps)
 
 
 def argument_of(pr: Any) -> tuple[Root, Any] | None:
     """``(Root.ARGS, 1)`` for ``args[1]``, ``(Root.KWARGS, 'k')`` for ``kwargs['k']`` (an argument
     itself, as the prologue unpacks it), else None."""
     path = parse(pr)
-    if path.root not in _ARGUMENT_ROOTS or path.base.inputs or len(path.steps) != 1:
+    if path.root not in ARGUMENT_ROOTS or path.base.inputs or len(path.steps) != 1:
         return None
     step = path.steps[0]
     return (path.root, step.key) if step.kind is Read.ITEM and step.known else None
@@ -191,7 +87,7 @@ def rooted_in_the_call(pr: Any) -> bool:
         path = parse(pr)
         if any(s.kind is Read.ATTR and s.key in _FUNCTION_STATE for s in path.steps):
             return False
-        if path.root in _CALL_ROOTS:
+        if path.root in CALL_ROOTS:
             return True
         if path.base is None or not path.base.inputs:
             return False
@@ -217,7 +113,7 @@ def reads_module_tensor(pr: Any) -> bool:
 
 # Marks the provenance of an installed package's or the standard library's module object
 # (``torch`` read from globals): what is read through it (``torch.int64``) is code, not state
-# (:mod:`metatrace.interpret.library_code`); through the user's own modules it is state.
+# (:mod:`metatrace.interpret.reads.library_code`); through the user's own modules it is state.
 EXT_FLAG_LIBRARY_MODULE = 1 << 24
 
 
@@ -397,7 +293,7 @@ def argument_name(pr: Any, parameters: list[str] | None = None) -> str | None:
     """``l[1]`` (``args[1][1]`` without parameter names), ``s.start``, ``k[0]`` (``kwargs['k'][0]``)
     for a value read from the call's arguments through constant keys, else None."""
     path = parse(pr)
-    if path.root not in _ARGUMENT_ROOTS or not all(s.known for s in path.steps):
+    if path.root not in ARGUMENT_ROOTS or not all(s.known for s in path.steps):
         return None
     shown = path.root.value
     for i, s in enumerate(path.steps):
@@ -409,36 +305,3 @@ def argument_name(pr: Any, parameters: list[str] | None = None) -> str | None:
         else:
             shown = f"{shown}[{k!r}]" if s.kind is Read.ITEM else f"{shown}.{k}"
     return shown
-
-
-# ---------------------------------------------------------------------------------------------
-# Records metatrace builds for thunder's prologue to unpack
-# ---------------------------------------------------------------------------------------------
-
-_ROOT_INSTS = {kind: inst for inst, kind in _ROOTS.items() if kind in _CALL_ROOTS}
-
-
-def constant_record(value: Any) -> ProvenanceRecord:
-    return ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=value)
-
-
-def root_record(root: Root) -> ProvenanceRecord:
-    """The record of the jitted function (``Root.FUNCTION``) or of the call's arguments."""
-    return ProvenanceRecord(_ROOT_INSTS[root], inputs=[])
-
-
-def attribute_record(base: ProvenanceRecord, name: str, ext_flag: int = 0) -> ProvenanceRecord:
-    """``base.name`` (``ext_flag`` added to the flags the record takes from its inputs)."""
-    record = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[base, constant_record(name)])
-    record.ext_flag |= ext_flag
-    return record
-
-
-def item_record(base: ProvenanceRecord, item: Any) -> ProvenanceRecord:
-    """``base[item]``."""
-    return ProvenanceRecord(PseudoInst.BINARY_SUBSCR, inputs=[base, constant_record(item)])
-
-
-def opaque_record(inputs: list[ProvenanceRecord]) -> ProvenanceRecord:
-    """The result of an opaque call (``inputs``: the function's record, then the arguments')."""
-    return ProvenanceRecord(PseudoInst.OPAQUE, inputs=list(inputs))

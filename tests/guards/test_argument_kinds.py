@@ -362,7 +362,7 @@ def test_an_identity_check_does_not_keep_its_object_alive(enabled):
 
 
 def test_a_dead_identity_matches_nothing(enabled):
-    from metatrace.guards.classify import Same
+    from metatrace.guards.matchers import Same
 
     o = Slotted(3)
     check = Same(o)
