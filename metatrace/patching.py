@@ -25,6 +25,28 @@ SYMBOL_METAS = "thunder Symbol instances"
 MISSING = object()  # what a row found when the attribute or key was not there: undone by deleting it
 
 
+def thunder_modules() -> list[tuple[str, types.ModuleType]]:
+    """(name, module) of ``thunder`` and every loaded ``thunder.*`` module."""
+    import sys
+
+    return [(name, module) for name, module in list(sys.modules.items())
+            if module is not None and (name == "thunder" or name.startswith("thunder."))]
+
+
+def thunder_symbols() -> list:
+    """Every Symbol of thunder's modules (their globals) and of executors' op maps, each once (by
+    identity), modules first: the objects whose metas rows labelled :data:`SYMBOL_METAS` may wrap."""
+    from thunder.core.symbol import Symbol
+    from thunder.extend import get_all_executors
+
+    symbols = {}
+    for _, module in thunder_modules():
+        symbols.update((id(v), v) for v in list(vars(module).values()) if isinstance(v, Symbol))
+    for ex in get_all_executors():
+        symbols.update((id(s), s) for s in getattr(ex, "opmap", {}).values() if isinstance(s, Symbol))
+    return list(symbols.values())
+
+
 @dataclass(frozen=True)
 class Patch:
     """One place where metatrace changes thunder while enabled.

@@ -792,9 +792,7 @@ def _run_warm_start(spec: str) -> None:
 def _warm_start_process(name: str, mode: str, lengths: tuple[int, ...], tmp: Path) -> dict:
     """``mode``'s process on workload ``name`` with its directories under ``tmp`` (a repeat's: the
     warm processes find what the cold ones left there); its JSON, and its wall time."""
-    import json
     import os
-    import subprocess
 
     tool = mode.split("-")[0]
     tmp.mkdir(parents=True, exist_ok=True)
@@ -805,12 +803,21 @@ def _warm_start_process(name: str, mode: str, lengths: tuple[int, ...], tmp: Pat
                # a job id turns dynamo's PGO on (without one it records nothing), the only thing
                # Mega-Cache saves for aot_eager; the same id in the cold and the warm process
                TORCH_COMPILE_JOB_ID=f"bench-warm-start-{name}")
+    return _child_process("--warm-start-run", f"{name}:{mode}:{','.join(map(str, lengths))}", env,
+                          f"warm-start {name} {mode}")
+
+
+def _child_process(flag: str, arg: str, env: dict, what: str) -> dict:
+    """One measurement in a fresh process (``bench.py <flag> <arg>`` under ``env``): the JSON of its
+    last line of output, with the process's wall time as ``process``; raises with its stderr."""
+    import json
+    import subprocess
+
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, __file__, "--warm-start-run", f"{name}:{mode}:{','.join(map(str, lengths))}"],
-                          capture_output=True, text=True, env=env)
+    done = subprocess.run([sys.executable, __file__, flag, arg], capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     if done.returncode:
-        raise RuntimeError(f"warm-start {name} {mode} failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"{what} failed:\n{done.stderr[-3000:]}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
     out["process"] = wall
     return out
@@ -949,23 +956,12 @@ def _thunderfx_process(name: str, mode: str) -> dict:
     """``mode``'s process on workload ``name``; its JSON, and its wall time. Every compile happens:
     metatrace's entry cache off, inductor's cache a fresh empty directory (ThunderFX sends the
     partitions thunder refuses to inductor: a user's first run compiles them)."""
-    import json
     import os
-    import subprocess
-
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="bench-thunderfx-inductor-") as inductor:
         env = dict(os.environ, METATRACE_ENTRY_CACHE="0", TORCHINDUCTOR_CACHE_DIR=inductor)
-        start = time.perf_counter()
-        done = subprocess.run([sys.executable, __file__, "--thunderfx-run", f"{name}:{mode}"],
-                              capture_output=True, text=True, env=env)
-        wall = time.perf_counter() - start
-    if done.returncode:
-        raise RuntimeError(f"thunderfx {name} {mode} failed:\n{done.stderr[-3000:]}")
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    out["process"] = wall
-    return out
+        return _child_process("--thunderfx-run", f"{name}:{mode}", env, f"thunderfx {name} {mode}")
 
 
 def bench_thunderfx(config: str, repeats: int, workloads: list[str]) -> None:

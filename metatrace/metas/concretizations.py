@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from metatrace.metas.relations import Relation
 from metatrace.state import compile_context
@@ -48,18 +48,6 @@ FLOAT_RANGE = Reason(ReasonKind.FLOAT_RANGE, "float(n) exact: |n| <= 2**53")
 def baked_in(why: "str | Reason") -> Reason:
     """A reason given as text is a value baked in (the runtime's ``concretize(x, "int()")``)."""
     return why if isinstance(why, Reason) else Reason(ReasonKind.BAKED_IN, why)
-
-
-class Collector(Protocol):
-    def relation(self, op: Relation | str, lhs: Any, rhs: Any, value: bool) -> None: ...
-
-    def bake_in(self, x: Any, value: Any, why: "str | Reason") -> None: ...
-
-    def produced(self, bsym: Any) -> None: ...
-
-    def producer_of(self, name: str) -> Any: ...
-
-
 
 
 def relation(op: Relation | str, lhs: Any, rhs: Any, value: bool) -> None:

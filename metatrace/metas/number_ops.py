@@ -284,11 +284,6 @@ MIRROR: dict[str, str] = {rel: row.mirror for rel, row in BY_RELATION.items()}
 REFLEXIVE: dict[str, bool] = {rel: bool(row.evaluate(1, 1)) for rel, row in BY_RELATION.items()}
 
 
-def replayable(sym_id) -> NumberOp | None:
-    """The row of a producer the prologue can replay, or None."""
-    return REPLAYABLE.get(sym_id)
-
-
 def relation(sym_id) -> str | None:
     """The relation name (``"lt"``) a comparison symbol computes: thunder's comparison prims and
     metatrace's exact int/float comparison operators; None for any other symbol."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import sys
 import types
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ from thunder.core.symbol import Symbol
 
 from metatrace.errors import MetatraceError
 from metatrace.metas import oblivious_answers
-from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
+from metatrace.patching import SYMBOL_METAS, Patch, attribute, item, thunder_modules, thunder_symbols
 
 _WHY = ("a size-oblivious site: decisions on sizes read from tensor data get the site's answers "
         "(metas.oblivious_answers.THUNDER_SITES)")
@@ -91,23 +90,6 @@ def reached(value, codes: dict, limit: int = 8) -> str | None:
     return None
 
 
-def _thunder_modules() -> list[tuple[str, types.ModuleType]]:
-    return [(name, module) for name, module in list(sys.modules.items())
-            if module is not None and (name == "thunder" or name.startswith("thunder."))]
-
-
-def _symbols() -> dict[int, Symbol]:
-    """Every Symbol of thunder's modules and executors' op maps, by id."""
-    from thunder.extend import get_all_executors
-
-    symbols = {}
-    for _, module in _thunder_modules():
-        symbols.update((id(v), v) for v in list(vars(module).values()) if isinstance(v, Symbol))
-    for ex in get_all_executors():
-        symbols.update((id(s), s) for s in getattr(ex, "opmap", {}).values() if isinstance(s, Symbol))
-    return symbols
-
-
 @dataclass(frozen=True)
 class EnteringSite:
     """A Patch row's wrapper factory: the wrapped call runs inside ``site``."""
@@ -129,7 +111,7 @@ def references(codes: dict) -> list[Patch]:
     """A row per reference thunder holds to a site's function (``codes``: code object -> site):
     module globals, items of dicts that are module globals, Symbol metas."""
     rows, dicts = [], set()
-    for module_name, module in _thunder_modules():
+    for module_name, module in thunder_modules():
         for name, value in list(vars(module).items()):
             if (site := reached(value, codes)) is not None:
                 rows.append(attribute(module, name, EnteringSite(site), _WHY, wrap=True))
@@ -138,7 +120,7 @@ def references(codes: dict) -> list[Patch]:
                 rows += [item(value, key, EnteringSite(site), _WHY, wrap=True, label=f"{module_name}.{name}")
                          for key, v in list(value.items()) if (site := reached(v, codes)) is not None]
     rows += [attribute(sym, "meta", EnteringSite(site), _WHY, wrap=True, label=SYMBOL_METAS)
-             for sym in _symbols().values() if (site := reached(sym.meta, codes)) is not None]
+             for sym in thunder_symbols() if (site := reached(sym.meta, codes)) is not None]
     return rows
 
 

@@ -34,24 +34,22 @@ def _ordered_dict(obj: collections.OrderedDict) -> Callable[[Any], None]:
     return restore
 
 
-def _dict(obj: dict) -> Callable[[Any], None]:
-    saved = list(dict.items(obj))
+def _refill(cls: type, saved: list) -> Callable[[Any], None]:
+    """Restores an object of ``cls`` by ``cls.clear`` then ``cls.update`` with ``saved``."""
 
     def restore(o):
-        dict.clear(o)
-        dict.update(o, saved)
+        cls.clear(o)
+        cls.update(o, saved)
 
     return restore
+
+
+def _dict(obj: dict) -> Callable[[Any], None]:
+    return _refill(dict, list(dict.items(obj)))
 
 
 def _set(obj: set) -> Callable[[Any], None]:
-    saved = list(set.__iter__(obj))
-
-    def restore(o):
-        set.clear(o)
-        set.update(o, saved)
-
-    return restore
+    return _refill(set, list(set.__iter__(obj)))
 
 
 def _bytearray(obj: bytearray) -> Callable[[Any], None]:

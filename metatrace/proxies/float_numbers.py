@@ -49,7 +49,7 @@ from metatrace.state import compile_context
 from metatrace.metas import concretizations
 from metatrace.metas.concretizations import Reason, ReasonKind
 from metatrace.metas.relations import Relation
-from metatrace.metas.torch_ops.auto_registered import FAKE_ARG_WHY
+from metatrace.metas.torch_ops.auto_registered import FAKE_ARG_WHY, auto_registered_symbols
 from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
 
 
@@ -303,19 +303,6 @@ def _guarding_meta(original):
     return meta
 
 
-def _auto_registered() -> list:
-    """thunder's automatically registered torch op symbols, each once."""
-    import thunder.torch as ltorch
-
-    seen, out = set(), []
-    for sym in ltorch._torch_to_thunder_function_map.values():
-        if id(sym) in seen or prims.OpTags.AUTO_REGISTERED not in (getattr(sym, "tags", None) or ()):
-            continue
-        seen.add(id(sym))
-        out.append(sym)
-    return out
-
-
 def _symbol_metas():
     import thunder.torch as ltorch
 
@@ -339,6 +326,6 @@ def patches() -> list[Patch]:
     rows += [
         attribute(sym, "meta", _guarding_meta, "number arguments of automatically registered torch ops are guarded",
                   wrap=True, label=SYMBOL_METAS)
-        for sym in _auto_registered() if id(sym) not in wrapped
+        for sym in auto_registered_symbols() if id(sym) not in wrapped
     ]
     return rows

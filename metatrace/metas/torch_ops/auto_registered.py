@@ -147,17 +147,31 @@ def _backward_meta(original):
     return meta
 
 
+def each_once(symbols) -> list:
+    """``symbols`` without repeats, in order, by identity (one symbol serves several torch
+    functions: ``torch.detach`` and ``Tensor.detach``)."""
+    return list({id(sym): sym for sym in symbols}.values())
+
+
+def thunder_symbols_of(*torch_fns) -> list:
+    """thunder's symbols for ``torch_fns``, each once (a function thunder has none for is left)."""
+    return each_once(sym for fn in torch_fns if (sym := ltorch._torch_to_thunder_function_map.get(fn)) is not None)
+
+
+def auto_registered_symbols() -> list:
+    """thunder's automatically registered torch op symbols (tag ``AUTO_REGISTERED``), each once."""
+    return each_once(sym for sym in ltorch._torch_to_thunder_function_map.values()
+                     if OpTags.AUTO_REGISTERED in (getattr(sym, "tags", None) or ()))
+
+
 def _auto_registered_metas() -> list:
     """(symbol or operator, torch function) of each automatically registered torch op, each once:
     a symbol that carries the tag but not meta_adaptor's meta (a manual one shared with a method)
     is left."""
     from thunder.executors.torchex import ex
 
-    seen, out = set(), []
-    for sym in ltorch._torch_to_thunder_function_map.values():
-        if id(sym) in seen or OpTags.AUTO_REGISTERED not in (getattr(sym, "tags", None) or ()):
-            continue
-        seen.add(id(sym))
+    out = []
+    for sym in auto_registered_symbols():
         torchfn = getattr(sym.meta, TORCH_FUNCTION, None)
         if torchfn is None:
             continue

@@ -31,6 +31,7 @@ from thunder.core.trace import get_tracectx
 from thunder.core.transforms import nondifferentiable_vjp_symbols
 
 from metatrace.metas import concretizations, python_executor
+from metatrace.metas.torch_ops.auto_registered import thunder_symbols_of
 from metatrace.patching import SYMBOL_METAS, Patch, attribute, member
 
 
@@ -184,19 +185,9 @@ def _detach_meta(original):
     return meta
 
 
-def _auto_registered(*torch_fns):
-    """thunder's symbols for ``torch_fns`` (registered automatically), each once."""
-    seen = {}
-    for fn in torch_fns:
-        sym = ltorch._torch_to_thunder_function_map.get(fn)
-        if sym is not None:
-            seen[id(sym)] = sym
-    return list(seen.values())
-
-
 def patches() -> list[Patch]:
     why = "ltorch tensor/randint/arange/numel/multi_dot/set_grad_enabled/detach metas accept symbols"
-    detach_syms = _auto_registered(torch.detach, torch.Tensor.detach)
+    detach_syms = thunder_symbols_of(torch.detach, torch.Tensor.detach)
     detach = [(sym, _detach_meta) for sym in detach_syms]
     # its automatic grad rule runs torch's on fake tensors of the sizes' values: detach has none
     no_grad = [
