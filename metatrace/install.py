@@ -38,8 +38,7 @@ from metatrace.interpret.reads import (
     tensor_metadata,
 )
 from metatrace.mutations import (
-    cells as cell_stores, raising_calls, record as mutation_records, replay as mutation_replay, returned_objects,
-    unreplayable_stores,
+    cells as cell_stores, record as mutation_records, replay as mutation_replay, returned_objects, tracing_context,
 )
 from metatrace.passes import (
     distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs, view_writes,
@@ -156,10 +155,10 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         fast_paths.patches if with_fast_paths else list,
         renames.patches,
         module_state.patches, wrapper_copies.patches,
-        unreplayable_stores.patches, eager_views.patches,  # (before the mutation records: they wrap its set updates)
+        eager_views.patches,  # (before the mutation records: they wrap its set updates)
         # stores into pre-existing objects: recorded, undone after tracing, replayed by the epilogue
         mutation_records.patches, cell_stores.patches, mutation_replay.patches, returned_objects.patches,
-        raising_calls.patches,  # (after the undo's rows: a raising call runs eagerly once the undo is done)
+        tracing_context.patches,  # (jit_ctx and interpret: guards collected, the undo, a raising call run eagerly)
         lambda: number_builtins.patches(with_fast_paths), generators.patches,
         custom_getattribute.patches,
         library_state.patches,

@@ -1,7 +1,9 @@
 """Where metatrace meets thunder.jit: collecting guards during tracing, adding them to the prologue.
 
-- ``jit_ext.jit_ctx`` (the context thunder interprets a function in) also installs a
-  :class:`GuardCollector` under ``cache="symbolic values"``.
+- while ``jit_ext.jit_ctx`` (the context thunder interprets a function in) is entered,
+  :func:`collecting` installs a :class:`GuardCollector` under ``cache="symbolic values"``, and
+  :func:`remember_call` keeps the call (steps of the one wrapper of each,
+  :mod:`metatrace.mutations.tracing_context`).
 - ``jit_ext.propagate_constraints`` (called before the prologue is built) also turns the
   collector's guards into prologue constraints, and remembers their readable forms on the
   computation trace for ``metatrace.explain``.
@@ -10,7 +12,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
@@ -31,61 +32,50 @@ from metatrace.guards.structure import add_number_type_constraint, add_structure
 from metatrace.patching import Patch, attribute
 from metatrace.interpret.modules.wrapper_copies import follow_the_model
 
-def _interpret(original):
-    def interpret(fn, *args, **kwargs):
-        """thunder's interpreter, remembering the call's arguments on the jit context (for the
-        structure guards of the prologue)."""
-        jfn = original(fn, *args, **kwargs)
-
-        @functools.wraps(jfn)
-        def remembering(*call_args, **call_kwargs):
-            try:
-                ctx = jit_ext.get_jit_ctx()
-                compile_session = session(ctx)
-                compile_session.call = (call_args, call_kwargs)
-                compile_session.fn = fn
-                follow_the_model(fn)
-                if compile_context.collector() is not None:
-                    check_defaults(ctx, fn)
-            except LookupError:
-                pass
-            try:
-                result = jfn(*call_args, **call_kwargs)
-                reads = compile_context.CONTENT_READS.get()
-                if reads is not None:
-                    reads.observe_reachable(result)  # (thunder builds the outputs from their contents)
-                return result
-            finally:
-                remembering._last_interpreter_log = getattr(jfn, "_last_interpreter_log", None)
-
-        return remembering
-
-    return interpret
+def remember_call(fn, call_args: tuple, call_kwargs: dict) -> None:
+    """The call's arguments and function, on the compile's session (for the structure guards of
+    the prologue); the model's copies followed; the jitted function's defaults checked."""
+    try:
+        ctx = jit_ext.get_jit_ctx()
+    except LookupError:
+        return
+    compile_session = session(ctx)
+    compile_session.call = (call_args, call_kwargs)
+    compile_session.fn = fn
+    follow_the_model(fn)
+    if compile_context.collector() is not None:
+        check_defaults(ctx, fn)
 
 
-def _jit_ctx(original):
-    @contextlib.contextmanager
-    def jit_ctx(ctx):
-        if not using_symbolic_values():
-            session(ctx).guards = None
-            with original(ctx):
-                yield
-            return
-        compile_session = session(ctx)
-        collector = compile_session.guards
-        if collector is None:
-            log_miss()  # a new trace under an existing function: say why its entries were rejected
-            collector = compile_session.guards = GuardCollector()
-        reads = compile_session.content_reads = ContentReads()
-        codes = compile_session.interpreted_codes
-        with (compile_step(collector), compile_context.CONTENT_READS.set_to(reads),
-              compile_context.INTERPRETED_CODES.set_to(codes), original(ctx)):
-            yield
-        record = function_record()
-        if record is not None:
-            record.interpreted_codes = codes  # (for the entry this compile stores: metatrace.entry_cache)
+def note_outputs(result) -> None:
+    """The outputs' contents are read (thunder builds the outputs from their contents)."""
+    reads = compile_context.CONTENT_READS.get()
+    if reads is not None:
+        reads.observe_reachable(result)
 
-    return jit_ctx
+
+@contextlib.contextmanager
+def collecting(ctx):
+    """While thunder interprets under symbolic values: a guard collector, the content reads and
+    the interpreted codes are live; the codes are left on the function's record for the entry this
+    compile stores (metatrace.entry_cache)."""
+    if not using_symbolic_values():
+        session(ctx).guards = None
+        yield
+        return
+    compile_session = session(ctx)
+    collector = compile_session.guards
+    if collector is None:
+        log_miss()  # a new trace under an existing function: say why its entries were rejected
+        collector = compile_session.guards = GuardCollector()
+    reads = compile_session.content_reads = ContentReads()
+    codes = compile_session.interpreted_codes
+    with compile_step(collector), compile_context.CONTENT_READS.set_to(reads), \
+            compile_context.INTERPRETED_CODES.set_to(codes):
+        yield
+    record = function_record()
+    if record is not None:
+        record.interpreted_codes = codes
 
 
 def check_defaults(ctx, fn) -> None:
@@ -142,11 +132,7 @@ def input_names(ctx, inputs) -> dict[str, str]:
 
 def patches() -> list[Patch]:
     return [
-        attribute(jit_ext, "jit_ctx", _jit_ctx,
-                  "a guard collector and the recorder are live while thunder interprets the function", wrap=True),
         attribute(jit_ext, "propagate_constraints", _propagate_constraints,
                   "the prologue gets metatrace's guard program and structure checks besides thunder's constraints",
-                  wrap=True),
-        attribute(jit_ext, "interpret", _interpret, "the call's arguments are remembered for the structure guards",
                   wrap=True),
     ]

@@ -32,7 +32,6 @@ and the epilogue's stores are not made.
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
@@ -40,7 +39,6 @@ from thunder.core.interpreter import InterpreterError
 
 from metatrace.errors import MetatraceError
 from metatrace.interpret.modules.wrapper_copies import wrapper_of_module
-from metatrace.patching import Patch, attribute
 from metatrace.state.compile_session import session
 
 # What says "thunder or metatrace cannot trace this", not "the program raised": eager would run on.
@@ -103,27 +101,12 @@ def note_raised(ctx, exc: BaseException) -> None:
     session(ctx).raised = exc
 
 
-def _interpret(original):
-    @functools.wraps(original)
-    def interpret(fn, *args, **kwargs):
-        jfn = original(fn, *args, **kwargs)
-
-        @functools.wraps(jfn)
-        def noting(*call_args, **call_kwargs):
-            try:
-                return jfn(*call_args, **call_kwargs)
-            except BaseException as exc:
-                try:
-                    note_raised(jit_ext.get_jit_ctx(), exc)
-                except LookupError:
-                    pass
-                raise
-            finally:
-                noting._last_interpreter_log = getattr(jfn, "_last_interpreter_log", None)
-
-        return noting
-
-    return interpret
+def note_raised_now(exc: BaseException) -> None:
+    """The interpreted function of the compile running now raised ``exc``."""
+    try:
+        note_raised(jit_ext.get_jit_ctx(), exc)
+    except LookupError:
+        pass
 
 
 def _runs_eagerly(compile_session, exc: BaseException) -> bool:
@@ -135,33 +118,22 @@ def _runs_eagerly(compile_session, exc: BaseException) -> bool:
             and _eager_computes_as_the_wrapper(compile_session.fn))
 
 
-def _jit_ctx(original):
-    @contextlib.contextmanager
-    def jit_ctx(ctx):
-        # (outside the undo: the rows of metatrace.mutations.replay are applied before these)
-        compile_session = session(ctx)
-        try:
-            with original(ctx):
-                yield
-        except BaseException as exc:
-            runs_eagerly = _runs_eagerly(compile_session, exc)
-            compile_session.raised = None
-            if not runs_eagerly:
-                raise
-            traced = exc
-        else:
-            return
-        # outside the handler (Python still makes thunder's exception the context of what a
-        # context manager's exit raises: run_eagerly takes it off eager's)
-        args, kwargs = compile_session.call
-        run_eagerly(compile_session.fn, args, kwargs, traced)
-
-    return jit_ctx
-
-
-def patches() -> list[Patch]:
-    why = "a call whose function raises while traced leaves eager's state and raises eager's exception"
-    return [
-        attribute(jit_ext, "interpret", _interpret, why, wrap=True),
-        attribute(jit_ext, "jit_ctx", _jit_ctx, why, wrap=True),
-    ]
+@contextlib.contextmanager
+def running_eagerly_on_raise(ctx):
+    """A compile whose function raised (eager's exception, after the undo) runs the call eagerly:
+    eager's state and eager's exception."""
+    compile_session = session(ctx)
+    try:
+        yield
+    except BaseException as exc:
+        runs_eagerly = _runs_eagerly(compile_session, exc)
+        compile_session.raised = None
+        if not runs_eagerly:
+            raise
+        traced = exc
+    else:
+        return
+    # outside the handler (Python still makes thunder's exception the context of what a
+    # context manager's exit raises: run_eagerly takes it off eager's)
+    args, kwargs = compile_session.call
+    run_eagerly(compile_session.fn, args, kwargs, traced)

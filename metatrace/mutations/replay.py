@@ -33,6 +33,7 @@ from metatrace.guards import provenance, registry
 from metatrace.interpret.modules.wrapper_copies import follow_stores, wrapper_of_module
 from metatrace.state.compile_session import session
 from metatrace.mutations.templates import Templates, epilogue_operator_rows
+from metatrace.mutations.unreplayable_stores import raise_dropped
 from metatrace.patching import Patch, attribute
 
 NAME = "metatrace_replay"
@@ -171,6 +172,11 @@ def _replayed(log):
 
 
 def _process(original):
+    """``process_recorded_modifications``' one wrapper: (1) thunder's records of stores into
+    objects replayed here are dropped; (2) the recorded mutations become the epilogue's replay;
+    (3) the epilogue's names include the computation's; (4) a store thunder would skip raises
+    (:mod:`metatrace.mutations.unreplayable_stores`); (5) thunder's."""
+
     @functools.wraps(original)
     def process_recorded_modifications(ctx, epilogue_trace):
         log = session(ctx).mutations
@@ -194,23 +200,21 @@ def _process(original):
         from thunder.core.trace import get_tracectx
 
         epilogue_trace.names.update(get_tracectx().names)
+        raise_dropped(ctx)  # a store thunder would skip (into no replayed object) raises, naming it
         return original(ctx, epilogue_trace)
 
     return process_recorded_modifications
 
 
-def _jit_ctx(original):
-    @contextlib.contextmanager
-    def jit_ctx(ctx):
-        try:
-            with original(ctx):
-                yield
-        finally:
-            log = session(ctx).mutations
-            if log is not None:
-                log.undo()
-
-    return jit_ctx
+@contextlib.contextmanager
+def restoring(ctx):
+    """When tracing ends (normally or by an exception), the objects the trace mutated are restored."""
+    try:
+        yield
+    finally:
+        log = session(ctx).mutations
+        if log is not None:
+            log.undo()
 
 
 def _depth(record) -> int:
@@ -268,5 +272,4 @@ def patches() -> list[Patch]:
                   wrap=True),
         *epilogue_operator_rows(NAME, "replay", _meta, _replay, why, tags=[OpTags.DONT_DCE]),
         attribute(jit_ext, "process_recorded_modifications", _process, why, wrap=True),
-        attribute(jit_ext, "jit_ctx", _jit_ctx, "objects the trace mutated are restored when tracing ends", wrap=True),
     ]

@@ -16,14 +16,10 @@ globals (a context manager's or a generator's own state) are left to thunder. St
 
 from __future__ import annotations
 
-import functools
-
-import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import PseudoInst
 
 from metatrace.errors import MetatraceError
 from metatrace.guards import provenance
-from metatrace.patching import Patch, attribute
 
 
 class DroppedStoreError(MetatraceError, NotImplementedError):
@@ -53,21 +49,13 @@ def _owner_text(owner) -> str:
     return str(owner)
 
 
-def _process(original):
-    @functools.wraps(original)
-    def process_recorded_modifications(ctx, epilogue_trace):
-        dropped = _dropped(ctx)
-        if dropped:
-            raise DroppedStoreError(
-                f"the function stores {', '.join(sorted(set(dropped)))} (an attribute of an object thunder does not "
-                "write back after the call): the next call would read the old value. Store it outside the jitted "
-                "function, or register it as a buffer (module.register_buffer) and copy into it"
-            )
-        return original(ctx, epilogue_trace)
-
-    return process_recorded_modifications
-
-
-def patches() -> list[Patch]:
-    return [attribute(jit_ext, "process_recorded_modifications", _process,
-                      "a store thunder would drop after the call raises, naming the attribute", wrap=True)]
+def raise_dropped(ctx) -> None:
+    """Raises :class:`DroppedStoreError` for the stores thunder would skip (a step of
+    ``process_recorded_modifications``' one wrapper, :mod:`metatrace.mutations.replay`)."""
+    dropped = _dropped(ctx)
+    if dropped:
+        raise DroppedStoreError(
+            f"the function stores {', '.join(sorted(set(dropped)))} (an attribute of an object thunder does not "
+            "write back after the call): the next call would read the old value. Store it outside the jitted "
+            "function, or register it as a buffer (module.register_buffer) and copy into it"
+        )
