@@ -129,7 +129,8 @@ def rename_candidates(state: Substitution, back: dict) -> dict:
         if isinstance(was, NumberProxy) and isinstance(new, NumberProxy):
             if was.name != new.name and new.name not in back:
                 candidates[was.name] = new
-    old_tensors = tensors_of(state.old_trace)
+    swapped = {old.proxy.name for old, new in state.swaps.items() if isinstance(new, TensorProxy)}
+    old_tensors = tensors_of(state.old_trace, swapped) if swapped else {}
     sizes: dict = {}
     for old, new in state.swaps.items():
         if isinstance(new, TensorProxy) and (before := old_tensors.get(old.proxy.name)) is not None:
@@ -191,16 +192,21 @@ def renames(candidates: dict, inputs: set, kept: set) -> dict:
     return renamed
 
 
-def tensors_of(trace) -> dict:
-    """name -> tensor for the tensors the trace's bound symbols output, top-level names first
-    (subsymbols may reuse them), then those of subsymbols at every depth."""
+def tensors_of(trace, names: set) -> dict:
+    """name -> tensor for the tensors named in ``names`` that the trace's bound symbols output,
+    top-level names first (subsymbols may reuse them), then those of subsymbols at every depth;
+    the walk stops once every name is found."""
     tensors: dict = {}
+    missing = set(names)
     for b in trace.bound_symbols:
         for o in b.flat_proxy_outs:
-            if isinstance(o, TensorProxy):
-                tensors.setdefault(o.name, o)
+            if o.name in missing and isinstance(o, TensorProxy):
+                tensors[o.name] = o
+                missing.discard(o.name)
     for b in trace.bound_symbols:
-        _collect_tensors(b.subsymbols, tensors)
+        if not missing:
+            break
+        _collect_tensors(b.subsymbols, tensors, missing)
     return tensors
 
 
@@ -213,14 +219,20 @@ def _nested_outputs(bsyms):
                 yield from _nested_outputs((sub,))
 
 
-def _collect_tensors(bsyms, into: dict) -> None:
+def _collect_tensors(bsyms, into: dict, missing: set) -> None:
     for b in bsyms:
         for o in b.flat_proxy_outs:
-            if isinstance(o, TensorProxy):
-                into.setdefault(o.name, o)
+            if o.name in missing and isinstance(o, TensorProxy):
+                into[o.name] = o
+                missing.discard(o.name)
+    if not missing:
+        return
     for o in _nested_outputs(bsyms):
-        if isinstance(o, TensorProxy):
-            into.setdefault(o.name, o)
+        if isinstance(o, TensorProxy) and o.name in missing:
+            into[o.name] = o
+            missing.discard(o.name)
+            if not missing:
+                return
 
 
 def rename_sizes_copying_shared(new_trace, old_trace, renamed: dict) -> None:

@@ -37,7 +37,8 @@ import functools
 
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
-from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.core import devices, dtypes
+from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunder.core.pytree import tree_iter
 from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx, is_tracing
@@ -45,6 +46,11 @@ from thunder.core.trace import get_tracectx, is_tracing
 from metatrace.patching import Patch, attribute, item
 from metatrace.state.weak_tables import WeakTable
 from metatrace.proxies.number_concretizations import in_meta
+from metatrace.proxies.plain_trees import PLAIN_LEAVES as _LEAVES
+
+# Leaves besides those (``tree_iter`` yields them as they are): proxies (a collection proxy is
+# one too), thunder's dtypes and devices.
+_LEAF_CLASSES = (Proxy, dtypes.dtype, devices.Device)
 
 # Each trace's scopes' state: TraceCtx -> {id(scope) -> ScopeState} (each entry holds its scope,
 # so a recycled id is never mistaken for another list), weakly keyed: it dies with the trace.
@@ -149,8 +155,28 @@ def _call(original, original_shape):
     return _call
 
 
+def _flat_arguments(args, kwargs):
+    """A symbol's arguments in ``tree_iter``'s order where they are positional leaves and exact
+    tuples or lists of leaves (nearly every call); ``tree_iter`` of them otherwise."""
+    if kwargs:
+        return tree_iter((args, kwargs))
+    flat = []
+    for x in args:
+        t = type(x)
+        if t is tuple or t is list:
+            for y in x:
+                if type(y) not in _LEAVES and not isinstance(y, _LEAF_CLASSES):
+                    return tree_iter((args, kwargs))
+                flat.append(y)
+        elif t in _LEAVES or isinstance(x, _LEAF_CLASSES):
+            flat.append(x)
+        else:
+            return tree_iter((args, kwargs))
+    return flat
+
+
 def _bind_pending(state: ScopeState, args, kwargs, original_shape) -> None:
-    for x in tree_iter((args, kwargs)):
+    for x in _flat_arguments(args, kwargs):
         if isinstance(x, NumberProxy) and (t := state.pending.pop(x.name, None)) is not None:
             if x.name not in state.defined():
                 original_shape.fget(t)  # prims.shape(t) in this scope: binds all of t's sizes
