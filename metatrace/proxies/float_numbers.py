@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import math
 import types
+from collections.abc import Callable
 
 import thunder.core.dtypes as dtypes
 import thunder.core.jit_ext as jit_ext
@@ -207,20 +208,21 @@ def _rebound(fn, globals_: dict):
     return new
 
 
-def _interpolate_meta(original_meta):
+def _meta_with_globals(original_meta, replace: Callable[[dict], None]):
+    """thunder's ``original_meta`` run, while guards are collected, with ``thunder.torch``'s
+    globals (read live at each call) changed by ``replace``; otherwise the meta itself."""
+    import inspect
+
     import thunder.torch as ltorch
 
-    raw = _unwrap_meta(original_meta)
+    raw = inspect.unwrap(original_meta)
 
     @functools.wraps(original_meta)
     def meta(*args, **kwargs):
         if not _collecting():
             return original_meta(*args, **kwargs)
-        # thunder's helpers, with int() of a float symbol recorded (read live from ltorch's globals)
         g = dict(vars(ltorch))
-        g["int"] = _TruncInt
-        for name in ("_interpolate_scale_factor_helper", "_interpolate_size_helper"):
-            g[name] = _rebound(getattr(ltorch, name), g)
+        replace(g)
         from thunder.core.langctxs import Languages, langctx
 
         return langctx(Languages.TORCH)(_rebound(raw, g))(*args, **kwargs)
@@ -228,10 +230,14 @@ def _interpolate_meta(original_meta):
     return meta
 
 
-def _unwrap_meta(meta):
-    import inspect
+def _interpolate_meta(original_meta):
+    def replace(g: dict) -> None:
+        # thunder's helpers, with int() of a float symbol recorded
+        g["int"] = _TruncInt
+        for name in ("_interpolate_scale_factor_helper", "_interpolate_size_helper"):
+            g[name] = _rebound(g[name], g)
 
-    return inspect.unwrap(meta)
+    return _meta_with_globals(original_meta, replace)
 
 
 # Reasons explain names before any other next to the equality they pinned.
@@ -268,20 +274,8 @@ class _ContractPathValues:
 def _einsum_meta(original_meta):
     import thunder.torch as ltorch
 
-    raw = _unwrap_meta(original_meta)
     shim = _ContractPathValues(ltorch.opt_einsum)
-
-    @functools.wraps(original_meta)
-    def meta(*args, **kwargs):
-        if not _collecting():
-            return original_meta(*args, **kwargs)
-        g = dict(vars(ltorch))
-        g["opt_einsum"] = shim
-        from thunder.core.langctxs import Languages, langctx
-
-        return langctx(Languages.TORCH)(_rebound(raw, g))(*args, **kwargs)
-
-    return meta
+    return _meta_with_globals(original_meta, lambda g: g.update(opt_einsum=shim))
 
 
 
