@@ -108,10 +108,10 @@ def _traced_custom_op(node) -> bool:
     the frame run again, for every MoE layer). Thunder runs it, as under ``thunder.jit``. Only the
     packet (``torch.ops.ns.name``, what Dynamo puts in its graphs): metatrace's lookaside is on its
     ``__call__``."""
-    from metatrace.metas.torch_ops.custom_ops import _traceable
+    from metatrace.metas.torch_ops.custom_ops import traces
 
     return node.op == "call_function" and isinstance(node.target, torch._ops.OpOverloadPacket) \
-        and _traceable(node.target)
+        and traces(node.target)
 
 
 def _splitter(original):

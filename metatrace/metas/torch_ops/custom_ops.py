@@ -269,6 +269,13 @@ def _traceable(packet) -> bool:
     return opdef is not None and not opdef._opoverload._schema.is_mutable
 
 
+def traces(packet) -> bool:
+    """Whether metatrace traces a call of ``packet`` (an ``OpOverloadPacket``): a custom op thunder
+    does not know, with a fake implementation, mutating none of its arguments. (ThunderFX's
+    splitter asks it: metatrace.thunderfx.)"""
+    return _traceable(packet)
+
+
 def _call_lookaside(original):
     def lookaside(wrapped_packet, *args, **kwargs):
         packet = jit_ext.unwrap(wrapped_packet)
