@@ -16,7 +16,23 @@ from metatrace.guards.simplify.rendering import render
 from metatrace.metas.algebra_ops import NumberKind, Op
 
 
-class Node:
+class _Keyed:
+    """An expression compared and hashed by its canonical ``key`` (made once, in ``__init__``): a
+    :class:`Node`'s key starts with 0, 1 or 2 and a :class:`Poly`'s with 3, so none equals the other."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return isinstance(other, _Keyed) and self.key == other.key
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self):
+        return render(self)[0]
+
+
+class Node(_Keyed):
     """A leaf, a constant that is not an int, or an operation the polynomials do not absorb.
 
     ``op``: an :class:`Op` (a name of one, as the table writes it, is read as its member);
@@ -39,17 +55,8 @@ class Node:
             self.key = (2, op, tuple(a.key for a in args))
         self._hash = hash(self.key)
 
-    def __eq__(self, other):
-        return isinstance(other, Node) and self.key == other.key
 
-    def __hash__(self):
-        return self._hash
-
-    def __repr__(self):
-        return render(self)[0]
-
-
-class Poly:
+class Poly(_Keyed):
     """sum(coefficient * product of int atoms) + constant, integer coefficients, canonical order."""
 
     __slots__ = ("terms", "key", "_hash")
@@ -61,15 +68,6 @@ class Poly:
         self.terms: tuple = tuple(items)
         self.key = (3, tuple((tuple(n.key for n in m), c) for m, c in items))
         self._hash = hash(self.key)
-
-    def __eq__(self, other):
-        return isinstance(other, Poly) and self.key == other.key
-
-    def __hash__(self):
-        return self._hash
-
-    def __repr__(self):
-        return render(self)[0]
 
     def __add__(self, other: Poly | int) -> Poly:
         other = _as_poly(other)
