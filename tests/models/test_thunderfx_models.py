@@ -328,3 +328,32 @@ def test_generate_adds_no_dynamo_graph_after_the_second_prompt(generate):
     "broadcast of a batch of 1 (transformers/models/llama/modeling_llama.py:166)"))
 def test_generate_adds_no_dynamo_graph_after_the_first_prompt(generate):
     assert generate.graphs[0] == generate.graphs[-1], generate.graphs
+
+
+# --- aliased arguments (metatrace/thunderfx_alias_args.py) ---------------------------------------
+
+
+def _two_views_and_a_write(a, b, w):
+    y = b.float() * 2
+    w.add_(1)
+    return a.float().sum() + y.sum() + w.sum()
+
+
+def test_aliased_arguments_with_an_in_place_write_equal_eager(fx_enabled):
+    # as a thunder subgraph of HF's mask and rotary code gets them: two views of cache_position;
+    # thunder replaces the second by a reshape of the first to the second's (symbolic) shape
+    # (without the size read: UnboundLocalError on the shape's size, or the fusion pass's KeyError)
+    jf = thunder.jit(_two_views_and_a_write, cache="symbolic values")
+    for T in (5, 7):
+        base, w, w_eager = torch.arange(T), torch.zeros(3), torch.zeros(3)
+        got = jf(base[None, None, :, None], base.unsqueeze(0), w)
+        want = _two_views_and_a_write(base[None, None, :, None], base.unsqueeze(0), w_eager)
+        torch.testing.assert_close((got, w), (want, w_eager), msg=lambda m: f"T={T}: {m}")
+
+
+def test_aliased_arguments_compile_once_over_lengths(fx_enabled):
+    jf = thunder.jit(_two_views_and_a_write, cache="symbolic values")
+    for T in (5, 7, 9):
+        base = torch.arange(T)
+        jf(base[None, None, :, None], base.unsqueeze(0), torch.zeros(3))
+    assert thunder.cache_misses(jf) == 1
