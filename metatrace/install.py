@@ -57,14 +57,13 @@ from metatrace.metas.recording import executor_meta, fallback_meta, recording_me
 from metatrace.codegen.version import warn_if_untested
 from metatrace.patching import SYMBOL_METAS, Patch, attribute
 
-__all__ = ["enable", "disable", "is_enabled", "installed_manifest", "applied_patches", "SYMBOL_METAS"]
+__all__ = ["enable", "disable", "is_enabled", "applied_patches", "SYMBOL_METAS"]
 
 
 @dataclass
 class _Installed:
     rows: list = field(default_factory=list)  # the Patch rows applied, in order
     undo: list = field(default_factory=list)  # patching.apply's undo list
-    manifest: dict = field(default_factory=dict)
     load_failures: dict = field(default_factory=dict)
 
 
@@ -252,7 +251,7 @@ def enable(*, force_fallback: tuple[str, ...] = (), fast_paths: bool = True,
         if key not in _loaded:
             _loaded[key] = load(result.text, result.manifest, result.directory / cache.METAS_FILE)
         loaded = _loaded[key]
-        installed = _Installed(manifest=result.manifest, load_failures=loaded.failures)
+        installed = _Installed(load_failures=loaded.failures)
         try:
             for stage in _stages(loaded, tuple(force_fallback), installed.rows, fast_paths):
                 rows = stage()
@@ -277,10 +276,6 @@ def disable() -> None:
 
 def is_enabled() -> bool:
     return _installed is not None
-
-
-def installed_manifest() -> dict | None:
-    return None if _installed is None else _installed.manifest
 
 
 def applied_patches() -> tuple[Patch, ...]:

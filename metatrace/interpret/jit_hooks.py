@@ -19,7 +19,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 
 from metatrace.state import compile_context
 from metatrace.guards import provenance
-from metatrace.state.compile_session import session
+from metatrace.state.compile_session import current_jit_ctx, session
 from metatrace.state.compile_context import compile_step
 from metatrace.metas.proxy_edits import restore_input_flags
 from metatrace.guards.explain import log_miss
@@ -35,9 +35,8 @@ from metatrace.interpret.modules.wrapper_copies import follow_the_model
 def remember_call(fn, call_args: tuple, call_kwargs: dict) -> None:
     """The call's arguments and function, on the compile's session (for the structure guards of
     the prologue); the model's copies followed; the jitted function's defaults checked."""
-    try:
-        ctx = jit_ext.get_jit_ctx()
-    except LookupError:
+    ctx = current_jit_ctx()
+    if ctx is None:
         return
     compile_session = session(ctx)
     compile_session.call = (call_args, call_kwargs)

@@ -27,7 +27,7 @@ from thunder.core.proxies import Proxy
 
 from metatrace.guards import provenance
 from metatrace.guards.collect import interpreted_line
-from metatrace.state.compile_session import session
+from metatrace.state.compile_session import current_jit_ctx, session
 from metatrace.mutations.log import Mutation, MutationLog
 from metatrace.mutations.snapshots import restorer
 from metatrace.patching import Patch, item
@@ -135,9 +135,8 @@ MUTATORS: dict = {
 
 def current_log() -> MutationLog | None:
     """The mutation log of the compile running now (symbolic values only), else None."""
-    try:
-        ctx = jit_ext.get_jit_ctx()
-    except LookupError:
+    ctx = current_jit_ctx()
+    if ctx is None:
         return None
     if not using_symbolic_values():
         return None

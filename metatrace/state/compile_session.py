@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import thunder.core.jit_ext as jit_ext
+
 from metatrace.state.weak_tables import WeakTable
 
 
@@ -63,3 +65,11 @@ _SESSIONS = WeakTable(CompileSession)  # JitCtx -> CompileSession
 def session(ctx) -> CompileSession:
     """The session of the compile that ``ctx`` (thunder's ``JitCtx``) interprets."""
     return _SESSIONS.get(ctx)
+
+
+def current_jit_ctx():
+    """thunder's ``JitCtx`` of the function being interpreted now, or None outside one."""
+    try:
+        return jit_ext.get_jit_ctx()
+    except LookupError:
+        return None

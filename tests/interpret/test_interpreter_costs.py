@@ -123,12 +123,13 @@ def test_decoded_instructions_leave_with_their_code_object():
     import gc
 
     from metatrace.interpret.costs import interpreter_costs
+    from metatrace.state import process_tables
 
     namespace = {}
     exec("def transient(x):\n    return x + 1\n", namespace)
     code = namespace.pop("transient").__code__
     interpreter_costs.get_instructions(code)
-    before = len(interpreter_costs._decoded)
+    before = len(process_tables.DECODED_INSTRUCTIONS)
     del code
     gc.collect()
-    assert len(interpreter_costs._decoded) == before - 1
+    assert len(process_tables.DECODED_INSTRUCTIONS) == before - 1

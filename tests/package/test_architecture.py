@@ -179,7 +179,7 @@ def test_no_private_name_is_imported_across_modules():
 # Sizes a reader can hold (issue 16): the public face at the top, everything else in a stage's
 # package; no module a reader must page through, no function longer than a screen.
 MAX_TOP_LEVEL_MODULES = 12
-MAX_MODULE_LINES = 500
+MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80
 
 
@@ -188,7 +188,7 @@ def test_the_top_level_holds_at_most_a_dozen_modules():
     assert len(modules) <= MAX_TOP_LEVEL_MODULES, modules
 
 
-def test_no_module_is_over_500_lines():
+def test_no_module_is_over_400_lines():
     long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
     assert long == {}
@@ -533,7 +533,7 @@ def test_size_decisions_read_no_frame():
 # Relations are typed (issue 39): the size decisions and the guard simplifier compare
 # ``metatrace.metas.relations.Relation`` members, not the strings that name them.
 _RELATION_TEXTS = {"eq", "ne", "lt", "le", "gt", "ge", "==", "!=", "<", "<=", ">", ">="}
-TYPED_RELATIONS = ("metas/unbacked.py", "guards/simplify", "guards/guard_record.py", "guards/collect.py",
+TYPED_RELATIONS = ("metas/unbacked.py", "metas/oblivious_answers.py", "guards/simplify", "guards/guard_record.py", "guards/collect.py",
                    "guards/program_builder.py", "guards/projection.py")
 
 
@@ -663,3 +663,54 @@ def test_the_hook_check_sees_two_modules_wrapping_one_target():
                                  rows[-1].kind, rows[-1].wrap, rows[-1].label)
     several = {t for t, m in _wrapping_modules([*rows, doubled]).items() if len(m) > 1}
     assert several == {(rows[-1].where, repr(rows[-1].key))}
+
+
+# The compile's and the process's state lives in state/ (issue 55), each table with its lifetime:
+# outside it, a module-level container is a constant table (an UPPER_CASE name, filled at import),
+# never a weak table, a thread-local or a ``global`` rebinding. Left, each with why it is not moved
+# yet: the list may only shrink. (Not seen: an UPPER_CASE table written after import, such as the
+# registry's PROGRAMS: the name claims a constant the scan cannot check.)
+STATE_OUTSIDE_STATE = {
+    "gc_pacing.py: _state",  # the collector's pacing (thresholds saved while paced)
+    "install.py: _loaded", "install.py: global _installed",  # what enable() installed, and the metas loaded
+    "pytest_plugin.py: _state",  # the plugin's enable() for a pytest session
+    "grad/requires_grad.py: NON_DIFFERENTIABLE",  # weak: a trace's non-differentiable outputs
+    "guards/registry.py: _counters", "guards/registry.py: _RECORDS", "guards/registry.py: _symbols",  # the registry
+    "interpret/modules/wrapper_copies.py: _COPIED",  # weak: the ThunderModule's copies of the model
+    "proxies/shape_reads.py: _STATES",  # weak: per trace, the shapes read
+    "metas/python_executor.py: _py_symbols",  # the python executor's registered operators by name
+    "metas/torch_ops/custom_ops.py: _symbols", "metas/torch_ops/data_dependent_ops.py: _symbols",
+}
+
+_MUTABLE_MAKERS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter", "count"}
+_WEAK_OR_LOCAL = {"WeakKeyDictionary", "WeakValueDictionary", "WeakSet", "local", "WeakTable"}
+
+
+def _module_state(tree: ast.Module) -> list[str]:
+    found = []
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            value = node.value
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            maker = value.func.attr if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) else (
+                value.func.id if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) else None)
+            container = isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp))
+            for t in targets:
+                if not isinstance(t, ast.Name) or t.id == "__all__":
+                    continue
+                if maker in _WEAK_OR_LOCAL or ((container or maker in _MUTABLE_MAKERS) and not t.id.lstrip("_").isupper()):
+                    found.append(t.id)
+    found += [f"global {name}" for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names]
+    return found
+
+
+def test_state_lives_in_state():
+    found = {f"{p.relative_to(PACKAGE).as_posix()}: {name}"
+             for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] != "state"
+             for name in _module_state(ast.parse(p.read_text(encoding="utf-8")))}
+    assert found == STATE_OUTSIDE_STATE
+
+
+def test_the_state_check_sees_a_thread_local_and_a_lowercase_table():
+    tree = ast.parse("import threading\nSEEN = {}\n_local = threading.local()\n_cache = {}\nNAMES = ('a',)\n")
+    assert _module_state(tree) == ["_local", "_cache"]

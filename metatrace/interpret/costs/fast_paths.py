@@ -48,6 +48,7 @@ from thunder.core.interpreter import (
 
 from metatrace.patching import Patch, attribute, item
 from metatrace.state import compile_context
+from metatrace.state.process_tables import PYTHON_FRAMES, PYTHON_FRAMES_KEPT
 
 _GETITEM = {dict: dict.__getitem__, list: list.__getitem__, tuple: tuple.__getitem__}
 _DICT_KEYS = (str, int)
@@ -226,10 +227,6 @@ def _direct_contains(original):
     return _contains_op_handler
 
 
-# Python frames for tracebacks, by code location; cleared when full (a location's frame is
-# then made again, as thunder would).
-_FRAMES_KEPT = 4096
-_python_frames: dict[tuple, types.FrameType] = {}
 
 
 def frame_per_location(make_frame, frame):
@@ -240,11 +237,11 @@ def frame_per_location(make_frame, frame):
     lineno = frame.positions.lineno if frame.positions is not None else None
     key = (code.co_filename, code.co_firstlineno, code.co_name, frame.qualname,
            code.co_firstlineno if lineno is None else lineno)
-    made = _python_frames.get(key)
+    made = PYTHON_FRAMES.get(key)
     if made is None:
-        if len(_python_frames) >= _FRAMES_KEPT:
-            _python_frames.clear()
-        made = _python_frames[key] = make_frame(frame)
+        if len(PYTHON_FRAMES) >= PYTHON_FRAMES_KEPT:
+            PYTHON_FRAMES.clear()
+        made = PYTHON_FRAMES[key] = make_frame(frame)
     return made
 
 

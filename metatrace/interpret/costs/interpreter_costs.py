@@ -23,15 +23,14 @@ import dis
 import functools
 import inspect
 import sys
-import threading
 import types
-import weakref
 from collections.abc import Sequence
 
 import thunder.core.interpreter as interpreter
 
 from metatrace.interpret.costs.fast_paths import frame_per_location
 from metatrace.patching import Patch, attribute
+from metatrace.state.process_tables import DECODED_INSTRUCTIONS, HANDOFF
 
 
 class CallerFrames(Sequence):
@@ -67,16 +66,15 @@ def stack(context: int = 1) -> CallerFrames:
 
 # Code objects compare by content (name, bytecode, constants, line table, ...): equal ones
 # decode to equal instructions, positions included.
-_decoded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def get_instructions(x, *, first_line=None, show_caches=False, adaptive=False):
     """``dis.get_instructions``, kept per code object for the interpreter's plain calls."""
     if type(x) is not types.CodeType or first_line is not None or show_caches or adaptive:
         return dis.get_instructions(x, first_line=first_line, show_caches=show_caches, adaptive=adaptive)
-    insts = _decoded.get(x)
+    insts = DECODED_INSTRUCTIONS.get(x)
     if insts is None:
-        insts = _decoded[x] = tuple(dis.get_instructions(x))
+        insts = DECODED_INSTRUCTIONS[x] = tuple(dis.get_instructions(x))
     return insts
 
 
@@ -92,8 +90,6 @@ def _module_with(module: types.ModuleType, **names) -> types.ModuleType:
 # thread almost at once (the default, 5 ms, is what each raised exception cost).
 _HANDOFF_INTERVAL = 1e-6
 # The interval is the process's: the first of concurrent callers sets it, the last puts it back.
-_handoff_lock = threading.Lock()
-_handoff = {"callers": 0, "saved": None}
 
 
 def _making_frames(original, reuse: bool):
@@ -112,18 +108,18 @@ def _making_frames(original, reuse: bool):
 
 def _prompt_handoff(original):
     def get_or_make_python_frame(self):
-        with _handoff_lock:
-            if _handoff["callers"] == 0:
-                _handoff["saved"] = sys.getswitchinterval()
+        with HANDOFF.lock:
+            if HANDOFF.callers == 0:
+                HANDOFF.saved = sys.getswitchinterval()
                 sys.setswitchinterval(_HANDOFF_INTERVAL)
-            _handoff["callers"] += 1
+            HANDOFF.callers += 1
         try:
             return original(self)
         finally:
-            with _handoff_lock:
-                _handoff["callers"] -= 1
-                if _handoff["callers"] == 0:
-                    sys.setswitchinterval(_handoff["saved"])
+            with HANDOFF.lock:
+                HANDOFF.callers -= 1
+                if HANDOFF.callers == 0:
+                    sys.setswitchinterval(HANDOFF.saved)
 
     return get_or_make_python_frame
 

@@ -45,7 +45,7 @@ from thunder.core.trace import tracectx
 from metatrace.errors import ProcessLocal
 from metatrace.guards import provenance
 from metatrace.state import compile_context
-from metatrace.state.compile_session import session
+from metatrace.state.compile_session import current_jit_ctx, session
 from metatrace.guards.provenance import is_jitted_function, may_register_for_prologue, rooted_in_arguments, rooted_in_prologue
 from metatrace.guards.registry import EXPECTED, new_id
 from metatrace.guards.value_checks import ValueConstraint
@@ -186,9 +186,8 @@ def check_module_call(wrapped_module: WrappedValue) -> None:
         return
     if not is_jitted_function(pr) and (not rooted_in_prologue(pr) or rooted_in_arguments(pr)):
         return
-    try:
-        ctx = jit_ext.get_jit_ctx()
-    except LookupError:
+    ctx = current_jit_ctx()
+    if ctx is None:
         return
     compile_session = session(ctx)
     state = compile_session.called_modules

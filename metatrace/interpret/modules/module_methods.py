@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 import types
 
 import torch
 from thunder.core.module import ThunderModule
 
 from metatrace.patching import Patch, attribute
+from metatrace.state.process_tables import RUNNING_MODEL_METHODS
 
 _MISSING = object()
-_active = threading.local()
 
 
 def _module_method(model, name: str) -> bool:
@@ -44,7 +43,7 @@ def _with_compiled_forward(jm: ThunderModule, method):
 
     @functools.wraps(method)
     def run(*args, **kwargs):
-        if getattr(_active, "model", None) is model:  # nested (generate calling _sample): already redirected
+        if getattr(RUNNING_MODEL_METHODS, "model", None) is model:  # nested (generate calling _sample): already redirected
             return method(*args, **kwargs)
         before = model.__dict__.get("forward", _MISSING)
         eager_forward = model.forward
@@ -58,11 +57,11 @@ def _with_compiled_forward(jm: ThunderModule, method):
                 model.__dict__["forward"] = compiled_forward
 
         model.__dict__["forward"] = compiled_forward
-        _active.model = model
+        RUNNING_MODEL_METHODS.model = model
         try:
             return method(*args, **kwargs)
         finally:
-            _active.model = None
+            RUNNING_MODEL_METHODS.model = None
             _restore(model, before)
 
     return run

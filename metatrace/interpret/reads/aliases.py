@@ -30,7 +30,7 @@ from thunder.core.interpreter import WrappedValue
 
 from metatrace.guards import provenance
 from metatrace.guards.provenance import Read
-from metatrace.state.compile_session import session
+from metatrace.state.compile_session import current_jit_ctx, session
 from metatrace.guards.value_checks import add_alias_check
 from metatrace.patching import Patch, attribute
 from metatrace.state import compile_context
@@ -55,9 +55,8 @@ def _check_alias(wrapped: WrappedValue, second) -> None:
         return
     if not provenance.may_register_for_prologue(second) or not provenance.rooted_in_prologue(second):
         return  # (the second path is computed inside the call: the object flows from the first)
-    try:
-        ctx = jit_ext.get_jit_ctx()
-    except LookupError:
+    ctx = current_jit_ctx()
+    if ctx is None:
         return
     if provenance.key(first) == provenance.key(second) or _implied(ctx, wrapped.value, first, second):
         return

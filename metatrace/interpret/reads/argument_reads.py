@@ -36,7 +36,7 @@ from thunder.core.proxies import Proxy
 
 from metatrace.guards import classify, provenance
 from metatrace.guards.classify import Kind
-from metatrace.state.compile_session import session
+from metatrace.state.compile_session import current_jit_ctx, session
 from metatrace.guards.provenance import Root
 from metatrace.guards.value_checks import add_value_check
 from metatrace.patching import Patch, attribute
@@ -79,9 +79,8 @@ def check_argument_read(value: WrappedValue) -> None:
         return
     if classify.kind(u) in _NOT_HERE or not provenance.rooted_in_prologue(value.provenance):
         return
-    try:
-        ctx = jit_ext.get_jit_ctx()
-    except LookupError:
+    ctx = current_jit_ctx()
+    if ctx is None:
         return
     step = provenance.last_read(value.provenance)
     owner = None
@@ -111,9 +110,8 @@ def _check_opaque_inputs(value: WrappedValue) -> None:
     thunder does not record (a builtin, C code). The prologue cannot read it again, so each
     argument value that code was given is checked whole (numbers by value, data objects with all
     their attributes: :func:`metatrace.guards.classify.expect` ``exact``)."""
-    try:
-        ctx = jit_ext.get_jit_ctx()
-    except LookupError:
+    ctx = current_jit_ctx()
+    if ctx is None:
         return
     name = provenance.attribute_name(value.provenance)
     if isinstance(name, str) and name.startswith("__"):

@@ -20,6 +20,7 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import INTERPRETER_SIGNALS, WrappedValue, get_interpreterruntimectx, unwrap
 from thunder.core.proxies import Proxy
 
+from metatrace.state.compile_session import current_jit_ctx
 from metatrace.guards import provenance
 from metatrace.guards.value_checks import add_presence_check
 from metatrace.interpret.interpreted_frames import called_from_thunder
@@ -39,9 +40,8 @@ def _check_presence(obj: WrappedValue, name, present: bool) -> None:
         return
     if provenance.through_library_module(pr) or called_from_thunder():
         return
-    try:
-        ctx = jit_ext.get_jit_ctx()
-    except LookupError:
+    ctx = current_jit_ctx()
+    if ctx is None:
         return
     add_presence_check(ctx, pr, uname, present, _WHY)
 

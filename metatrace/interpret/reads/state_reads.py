@@ -23,7 +23,7 @@ from thunder.core.proxies import Proxy
 from metatrace.state import compile_context
 from metatrace import patching
 from metatrace.guards import provenance
-from metatrace.state.compile_session import session
+from metatrace.state.compile_session import current_jit_ctx, session
 from metatrace.guards.provenance import (
     EXT_FLAG_LIBRARY_MODULE,
     attribute_name,
@@ -65,9 +65,8 @@ def _iterated_container(owner_pr: ProvenanceRecord) -> bool:
     is a container whose submodules user code iterates."""
     if provenance.is_jitted_function(owner_pr):
         return False
-    try:
-        ctx = jit_ext.get_jit_ctx()
-    except LookupError:
+    ctx = current_jit_ctx()
+    if ctx is None:
         return True
     owner = provenance.replay(owner_pr, fn=session(ctx).fn)
     return owner is NotImplemented or isinstance(owner, _ITERATED_CONTAINERS)
@@ -128,9 +127,8 @@ def _wrap_callback(original):
         if compile_context.collector() is not None and may_register_for_prologue(value.provenance):
             check_argument_read(value)  # (a value of the arguments: checked by its kind)
             if needs_value_check(value):
-                try:
-                    ctx = jit_ext.get_jit_ctx()
-                except LookupError:
+                ctx = current_jit_ctx()
+                if ctx is None:
                     return res
                 add_value_check(ctx, value.provenance, value.value, "read by the trace")
         return res

@@ -34,7 +34,7 @@ import torch
 
 from metatrace.state import compile_context
 from metatrace.guards import provenance
-from metatrace.state.compile_session import session
+from metatrace.state.compile_session import current_jit_ctx, session
 from metatrace.guards.registry import EXPECTED, new_id
 from metatrace.guards.value_checks import ExpectedContiguity, ValueConstraint
 from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
@@ -60,9 +60,8 @@ def _is_contiguous_meta(original):
         result = original(a, *args, **kwargs)
         if compile_context.collector() is None or not isinstance(a, TensorProxy):
             return result
-        try:
-            ctx = jit_ext.get_jit_ctx()
-        except LookupError:
+        ctx = current_jit_ctx()
+        if ctx is None:
             return result
         real = provenance.replay(a.history, call=session(ctx).call)
         if not isinstance(real, torch.Tensor):

@@ -46,7 +46,7 @@ import thunder.core.jit_ext as jit_ext
 from thunder.core.interpreter import ProvenanceRecord, WrappedValue
 
 from metatrace.guards import classify, provenance
-from metatrace.state.compile_session import session
+from metatrace.state.compile_session import current_jit_ctx, session
 from metatrace.guards.provenance import (
     attribute_name,
     attribute_record,
@@ -91,9 +91,8 @@ def _read_site(wrapped_fn: WrappedValue):
         return None  # the interpreter's own steps (``__call__``, ``__init__``)
     if not rooted_in_prologue(pr) or rooted_in_arguments(pr) or through_library_module(pr):
         return None
-    try:
-        ctx = jit_ext.get_jit_ctx()
-    except LookupError:
+    ctx = current_jit_ctx()
+    if ctx is None:
         return None
     container = provenance.replay(provenance.last_read(pr).base, call=session(ctx).call, fn=session(ctx).fn)
     if container is NotImplemented or _is_code(container):
@@ -223,9 +222,8 @@ def check_property(obj: WrappedValue, name: str) -> None:
     if not is_jitted_function(pr) and (not rooted_in_prologue(pr) or rooted_in_arguments(pr)
                                                or through_library_module(pr)):
         return
-    try:
-        ctx = jit_ext.get_jit_ctx()
-    except LookupError:
+    ctx = current_jit_ctx()
+    if ctx is None:
         return
     prop_pr = _class_attribute(pr, name)
     _check_function(ctx, prop_pr, prop, (id(cls), name), "a property the trace reads")
@@ -241,9 +239,8 @@ def check_environment_read(environ) -> None:
     pr = getattr(environ, "provenance", None)
     if pr is None or not rooted_in_prologue(pr) or rooted_in_arguments(pr):
         return
-    try:
-        ctx = jit_ext.get_jit_ctx()
-    except LookupError:
+    ctx = current_jit_ctx()
+    if ctx is None:
         return
     add_value_check(ctx, attribute_record(pr, "_data"), environ.value._data, "the environment the trace reads")
 
