@@ -17,8 +17,9 @@ Three defaults change while metatrace is enabled:
 
 An explicit ``cache=`` or ``dynamic=`` (``False`` included) is respected. And thunder's splitter
 asks whether thunder runs a node several times per node (``fx.split_module``'s regions), each
-answer running the node's meta and vjp: it is answered once per node (``state/thunderfx_checks.py``), and a custom op metatrace traces is
-thunder's (``_traced_custom_op``).
+answer running the node's meta and vjp: it is answered once per node (``state/thunderfx_checks.py``); a custom op metatrace traces is
+thunder's (``_traced_custom_op``), and under symbolic values so is an op thunder only registers
+automatically when its meta runs on the node (``_auto_registered_answer``).
 """
 
 from __future__ import annotations
@@ -139,13 +140,43 @@ def _splitter(original):
     return _splitter
 
 
+def _symbolic(thunder_options) -> bool:
+    cache = thunder_options.get("cache")
+    return cache is not None and "symbolic" in str(getattr(cache, "name", cache)).lower()
+
+
+def _auto_registered_answer(node, thunder_options):
+    """thunder's answer for an op it only registers automatically (``default_torch_ops.py``:
+    ``torch.diff`` and ``Tensor.new_ones`` of transformers' mask code, ``torch.histc`` of the MoE
+    routers), asked as for any op with a thunder symbol (its meta run on the node's example
+    values), or None for another op. The splitter refuses these on purpose ("inductor might be
+    able to deal with it better"); under symbolic values metatrace runs them on fake tensors with
+    symbolic sizes (``metatrace.metas.torch_ops.auto_registered``, ``histc``) and every refusal
+    costs a cut: the graph in several thunder subgraphs, an inductor compile per refused op
+    (HF Llama's training step: 3 thunder subgraphs and 2 inductor compiles, a first call of 28 s;
+    in one subgraph 12 s; Mixtral's 55 s against 40 s)."""
+    from thunder.dynamo.utils import auto_register_ops, try_execute_thunder_symbol
+    from thunder.torch import _torch_to_thunder_function_map
+
+    target = getattr(torch.Tensor, node.target, None) if node.op == "call_method" else node.target
+    if target is None or target not in auto_register_ops or target not in _torch_to_thunder_function_map:
+        return None
+    return try_execute_thunder_symbol(_torch_to_thunder_function_map[target], node, thunder_options)
+
+
 def _answered_once(original):
     @functools.wraps(original)
     def is_node_supported_by_thunder(node, thunder_options):
         found = SUPPORT.get(node)
         if found is not None and found[0] == id(thunder_options):
             return found[1]
-        answer = (True, None) if _traced_custom_op(node) else original(node, thunder_options)
+        answer = None
+        if _traced_custom_op(node):
+            answer = (True, None)
+        elif node.op in ("call_function", "call_method") and _symbolic(thunder_options):
+            answer = _auto_registered_answer(node, thunder_options)
+        if answer is None:
+            answer = original(node, thunder_options)
         SUPPORT[node] = (id(thunder_options), answer)
         return answer
 
