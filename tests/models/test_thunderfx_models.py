@@ -24,7 +24,12 @@ made a module's float attributes 0-d tensors read with ``.item()``: dropout's ch
 ``DataDependentError`` in HF Llama training), transformers' ``grouped_mm_fallback`` custom op
 kept in thunder (inductor's AOT autograd failed on its backward: Mixtral and Qwen2-MoE gave up
 every frame), aliased subgraph arguments with their sizes bound (metatrace/thunderfx_alias_args.py),
-and a SymInt output of a subgraph not marked non-differentiable.
+a SymInt output of a subgraph not marked non-differentiable, and the ops thunder only registers
+automatically (``torch.diff``, ``Tensor.new_ones``, ``torch.histc``) kept in thunder under symbolic
+values (HF Llama: one thunder subgraph, no inductor compile). GPT-2 is still cut in 6 thunder
+subgraphs: its ``Conv1D`` builds ``torch.Size(x.size()[:-1] + (nf,))``, which thunder's splitter
+refuses (no mapping for ``torch.Size``; ``get_proxy_inputs_from_node`` takes a tuple example value
+for tensors: "'SymInt' object has no attribute 'new_ones'"), so each view goes to inductor.
 
 The models, small configs from the sibling tests' builders: litgpt ``llama2-like`` training
 (tests/litgpt_workloads.py), HF Llama and GPT-2 training (tests/hf_workloads.py's tiny shape,
