@@ -72,42 +72,45 @@ def pytest_sessionfinish(session):
     _close_shared_enable()
 
 
-# Seconds each costly test module takes on one worker of a 2-core run (its --durations summed,
-# rounded, from runs on a shared machine: what matters is their order; the other modules take
-# seconds each). Under xdist (`-n 2 --dist loadfile --no-loadscope-reorder`) whole files go to
-# workers in collection order, each to the first idle worker: heaviest first (longest-processing-
-# time scheduling) keeps one big file from running alone at the end. (xdist's default order, by
-# number of tests, put test_opinfo_sweep's one 2-minute test last.)
+# CPU seconds each costly test module takes on one worker of a 2-core run (the worker's and its
+# child processes' CPU time per test, summed, from a cold-cache run of the whole suite on a
+# shared machine, 2026-12: what matters is their order; the other modules take seconds each).
+# Under xdist (`-n 2 --dist loadfile --no-loadscope-reorder`) whole files go to workers in this
+# order, each to the first idle worker: heaviest first (longest-processing-time scheduling) keeps
+# one big file from running alone at the end. (xdist's default order, by number of tests, put
+# test_opinfo_sweep's one 2-minute test last; a costly module missing here runs among the small
+# ones and can end the run on one worker.)
 MODULE_COSTS = {
-    "test_hf_models.py": 690,  # (the user shape: 375)
-    "test_differential.py": 325,
-    "test_hf_generate.py": 70,
-    "test_warm_start.py": 130,  # (its processes: counted 1.3x)
-    "test_warm_start_ranks.py": 60,
-    "test_entry_files.py": 50,
-    "test_stale_entries.py": 35,  # (4 jitted functions, 2 compiles each)
-    "test_hf_generate_more.py": 150,  # (7 families by default, 2 compiles each)
-    "test_litgpt.py": 270,
-    "test_distributed.py": 200,  # (its 2 ranks are processes of their own: counted 1.5x)
-    "test_metatrace_sweep.py": 145,  # (stock thunder's baseline from the cache directory)
-    "test_grad_sweep.py": 130,
-    "test_opinfo_sweep.py": 100,  # (0 with its baselines in the cache directory, 260 without)
-    "test_finetuning.py": 90,
-    "test_fusion_executors.py": 130,
-    "test_bounded_state.py": 85,
-    "test_modules.py": 80,
-    "test_fuzz.py": 120,
-    "test_fuzz_stock.py": 60,  # (with 6 rows of the in-place matrix under stock thunder)
-    "test_inplace_matrix.py": 200,
-    "test_mutations.py": 70,
-    "test_fast_paths.py": 45,
-    "test_c_calls.py": 40,
-    "test_python_values.py": 50,
-    "test_cache.py": 45,
-    "test_dropin.py": 35,
-    "test_prims.py": 30,
-    "test_pytest_plugin.py": 20,
-    "test_symbolic_floats.py": 20,
+    "test_inplace_matrix.py": 310,  # (27 writes, 4 compiles each of 19 destinations)
+    "test_hf_models.py": 230,  # (the user shape: 135)
+    "test_warm_start.py": 130,  # (its two processes)
+    "test_metatrace_sweep.py": 120,  # (stock thunder's baseline read from tests/stock_baseline_files)
+    "test_distributed.py": 115,  # (its ranks' processes)
+    "test_hf_generate.py": 105,
+    "test_hf_generate_more.py": 105,  # (7 families by default, 2 compiles each)
+    "test_litgpt.py": 100,
+    "test_differential.py": 100,
+    "test_thunderfx_models.py": 85,
+    "test_grad_sweep.py": 80,  # (stock thunder's baseline read from tests/stock_baseline_files)
+    "test_fusion_executors.py": 70,
+    "test_finetuning.py": 55,
+    "test_fuzz.py": 45,
+    "test_modules.py": 30,
+    "test_bounded_state.py": 25,
+    "test_warm_start_ranks.py": 25,
+    "test_fuzz_stock.py": 25,  # (with 6 rows of the in-place matrix under stock thunder)
+    "test_mutations.py": 25,
+    "test_entry_files.py": 20,
+    "test_python_values.py": 20,
+    "test_fast_paths.py": 20,
+    "test_cache.py": 20,
+    "test_stale_entries.py": 15,  # (4 jitted functions, 2 compiles each)
+    "test_c_calls.py": 15,
+    "test_dropin.py": 15,
+    "test_prims.py": 12,
+    "test_pytest_plugin.py": 8,
+    "test_symbolic_floats.py": 8,
+    "test_opinfo_sweep.py": 5,  # (123 computing the symbolic-values baseline where no stored file has its key)
 }
 
 
