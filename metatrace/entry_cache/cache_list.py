@@ -34,7 +34,7 @@ import metatrace.entry_cache.program_key as program_key
 import metatrace.entry_cache.settings as settings
 import metatrace.entry_cache.stored_entry as stored_entry
 from metatrace.errors import ProcessLocal, StaleReference
-from metatrace.guards import registry
+from metatrace.state import registry
 
 logger = logging.getLogger("metatrace.entry_cache")
 

@@ -4,7 +4,7 @@ What thunder's ``CacheEntry`` runs are four Python functions it built from trace
 computation, epilogue, backward) with ``build_callable(name, text, ctx)``; what they call beyond
 the text is in ``ctx`` (thunder's and torch's functions, executor operators) and in metatrace's
 tables the prologue and epilogue operators look up by id (guard programs, expected values and
-structures, mutation replays: ``metatrace.guards.registry``). A :class:`StoredEntry` keeps:
+structures, mutation replays: ``metatrace.state.registry``). A :class:`StoredEntry` keeps:
 
 1. each function's text and its ``ctx`` pickled by stable keys (``stable_refs``);
 2. the table items the texts name by id, pickled by stable keys;
@@ -34,7 +34,7 @@ import metatrace.entry_cache.code_files as code_files
 import metatrace.entry_cache.stable_refs as stable_refs
 from metatrace.errors import ProcessLocal, StaleReference
 from metatrace.grad import requires_grad
-from metatrace.guards import registry
+from metatrace.state import registry
 from metatrace.state.callable_sources import SOURCES
 from metatrace.state.compile_context import ENTRY_LOADING
 

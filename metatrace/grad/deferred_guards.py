@@ -16,7 +16,7 @@ from metatrace.guards.compiled_program import GuardProgram
 from metatrace.guards.grad_program import PendingGradProgram
 from metatrace.guards.program_builder import ProgramScope, build_program, pin_program
 from metatrace.guards.projection import producer_map
-from metatrace.guards.registry import fill_program
+from metatrace.state.registry import fill_program
 
 
 def fill_grad_program(pending: PendingGradProgram, collector: GuardCollector, traces) -> None:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import weakref
 
 import thunder
 import thunder.core.interpreter as interpreter
@@ -57,12 +56,10 @@ from metatrace.metas.proxy_edits import set_requires_grad
 from metatrace.metas.torch_ops import inplace_methods
 from metatrace.patching import Patch, attribute, item
 from metatrace.proxies.plain_trees import plain_leaves
+from metatrace.state.object_tables import NON_DIFFERENTIABLE
 
 _PUT_GRAD = prims.put_grad
 
-# backward function of a cache entry -> per flat output, True where eager returns it without
-# grad. Lives as long as the entry's backward function (the entry holds it; weak keys).
-NON_DIFFERENTIABLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 # torch operators eager refuses to differentiate (its autograd raises on the forward when an

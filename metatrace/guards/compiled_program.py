@@ -2,7 +2,7 @@
 which the prologue calls (:func:`check_guards`); built by :mod:`metatrace.guards.program_builder`.
 
 Lifetime: a program lives in ``registry.PROGRAMS`` under its id as long as the jitted function
-whose cache entries check it (:mod:`metatrace.guards.registry`).
+whose cache entries check it (:mod:`metatrace.state.registry`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 
 from metatrace.guards.collect import GuardFailure
 from metatrace.guards.guard_record import Guard, is_leaf
-from metatrace.guards.registry import PROGRAMS, guard_symbol
+from metatrace.state.registry import PROGRAMS, guard_symbol
 from metatrace.guards.simplify import SimpleGuard, python_check, recorded_parts
 from metatrace.guards.structure import check_failed, number_types_changed
 from metatrace.metas import number_ops
@@ -116,7 +116,7 @@ def _fail(program_id: str, text: str) -> None:
     raise check_failed(f"guard failed: {text}", GuardFailure, program_id)
 
 
-# Guard programs by id (metatrace.guards.registry.PROGRAMS): the prologue's bound symbol carries the id.
+# Guard programs by id (metatrace.state.registry.PROGRAMS): the prologue's bound symbol carries the id.
 
 
 def check_guards(program_id: str, *leaves) -> None:

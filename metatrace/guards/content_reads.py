@@ -38,7 +38,7 @@ import torch
 import thunder.core.jit_ext as jit_ext
 
 from metatrace.guards.matchers import ExpectedArgument, TypeIs
-from metatrace.guards.registry import EXPECTED
+from metatrace.state.registry import EXPECTED
 
 # Exact types only: a subclass may read itself in any method.
 WRITABLE = (list, dict, set)

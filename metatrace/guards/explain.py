@@ -29,7 +29,7 @@ import thunder
 from metatrace.guards import provenance
 from metatrace.guards.check_texts import NO_VALUE, CheckText
 from metatrace.guards.matchers import ExpectedArgument
-from metatrace.guards.registry import EXPECTED, PROGRAMS, compile_stats, function_record
+from metatrace.state.registry import EXPECTED, PROGRAMS, compile_stats, function_record
 from metatrace.guards.value_checks import ExpectedValue
 from metatrace.metas.relations import Relation
 

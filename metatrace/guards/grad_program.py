@@ -19,7 +19,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.compiled_program import GuardProgram, ProgramConstraint, input_sizes_and_numbers
-from metatrace.guards.registry import PROGRAMS, function_record, new_id
+from metatrace.state.registry import PROGRAMS, function_record, new_id
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import types
 import weakref
 from typing import Any
 
-from metatrace.guards.registry import compiled_by_this_call
+from metatrace.state.registry import compiled_by_this_call
 
 
 def range_key(r: range) -> tuple:
@@ -33,7 +33,7 @@ class Identity:
     cache entry keeps a user's object alive; otherwise strongly (builtins, objects of classes
     with ``__slots__``): an id alone could be taken by a new object once the old one is freed,
     and the check would then pass for the wrong object. Such objects are kept only as long as
-    the jitted function's entries (``metatrace.guards.registry`` releases them with it)."""
+    the jitted function's entries (``metatrace.state.registry`` releases them with it)."""
 
     __slots__ = ("ref", "strong", "type_name")
 
@@ -275,7 +275,7 @@ def text(where: str, matcher: Any) -> str:
 
 
 class ExpectedArgument:
-    """An expected value in ``metatrace.guards.registry.EXPECTED`` (``check_structure`` calls
+    """An expected value in ``metatrace.state.registry.EXPECTED`` (``check_structure`` calls
     ``matches``; explain() prints ``text``)."""
 
     __slots__ = ("matcher", "text")

@@ -35,7 +35,7 @@ from metatrace.guards.collect import GuardCollector, exact, is_nan
 from metatrace.guards.compiled_program import GuardProgram, ProgramConstraint, input_sizes_and_numbers
 from metatrace.guards.projection import Unprojectable, describe_guard, producer_map, project
 from metatrace.guards.guard_record import Guard, is_leaf
-from metatrace.guards.registry import PROGRAMS, new_id
+from metatrace.state.registry import PROGRAMS, new_id
 from metatrace.guards.structure import add_number_type_constraint
 from metatrace.metas import number_ops
 from metatrace.metas.concretizations import Reason, ReasonKind

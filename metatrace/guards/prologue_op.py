@@ -17,9 +17,9 @@ from __future__ import annotations
 import torch
 from thunder.core.prims import OpTags, PrimIDs
 
-from metatrace.guards import registry
+from metatrace.state import registry
 from metatrace.guards.compiled_program import check_guards
-from metatrace.guards.registry import guard_symbol, structure_symbol  # noqa: F401  (where callers look for them)
+from metatrace.state.registry import guard_symbol, structure_symbol  # noqa: F401  (where callers look for them)
 from metatrace.guards.structure import check_structure
 from metatrace.patching import Patch, item
 
@@ -96,9 +96,9 @@ def patches() -> list[Patch]:
         item(ex.opmap, STRUCTURE_NAME, _operator(STRUCTURE_NAME, _structure_meta, check_structure), why, wrap=True,
              label=opmap),
         # where the prologue builder finds them (None while disabled)
-        item(registry._symbols, "guards", lambda _: ex.opmap[NAME], why, wrap=True, label="metatrace.guards.registry"),
+        item(registry._symbols, "guards", lambda _: ex.opmap[NAME], why, wrap=True, label="metatrace.state.registry"),
         item(registry._symbols, "structure", lambda _: ex.opmap[STRUCTURE_NAME], why, wrap=True,
-             label="metatrace.guards.registry"),
+             label="metatrace.state.registry"),
         # the prologue's per-tensor check, the same test at a third of the cost (see the docstring)
         item(ex.opmap, TENSOR_CHECK_NAME, _tensor_check_operator, "a cheaper prologue tensor check", wrap=True,
              label=opmap),

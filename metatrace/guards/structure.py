@@ -30,7 +30,7 @@ from metatrace.guards.matchers import ExpectedArgument
 from metatrace.guards.collect import GuardFailure
 from metatrace.guards.explain import record_rejection
 from metatrace.guards.provenance import Root
-from metatrace.guards.registry import EXPECTED, compiled_by_this_call, new_id, structure_symbol
+from metatrace.state.registry import EXPECTED, compiled_by_this_call, new_id, structure_symbol
 
 # What is checked how: ``metatrace.guards.classify`` (one table for every value of the arguments).
 
@@ -66,7 +66,7 @@ def check_failed(text: str, kind: type[Exception], check_id: str | None = None) 
     )
 
 
-# Expected structures by id (metatrace.guards.registry.EXPECTED): the prologue's bound symbol carries the id.
+# Expected structures by id (metatrace.state.registry.EXPECTED): the prologue's bound symbol carries the id.
 
 
 ALIAS = ("alias of an earlier argument",)

@@ -36,7 +36,7 @@ from metatrace.guards.check_texts import NO_VALUE, CheckText
 from metatrace.guards.matchers import ExpectedArgument, Identity, short_repr
 from metatrace.metas.relations import Relation
 from metatrace.state.compile_session import session
-from metatrace.guards.registry import EXPECTED, compiled_by_this_call, new_id, structure_symbol
+from metatrace.state.registry import EXPECTED, compiled_by_this_call, new_id, structure_symbol
 
 LEAF_TYPES = (str, bool, int, float, complex, type(None), type(Ellipsis), torch.dtype, torch.device, torch.layout,
               torch.memory_format, range, bytes)
@@ -101,7 +101,7 @@ class _IdentityKey:
 
 
 class ExpectedValue:
-    """An expected value in ``metatrace.guards.registry.EXPECTED``: checked by ``matches``.
+    """An expected value in ``metatrace.state.registry.EXPECTED``: checked by ``matches``.
 
     After a call matched, the value is pinned (:func:`_pins`): the next call that passes the same
     object, whose dicts have the versions they had (CPython changes a dict's version on every

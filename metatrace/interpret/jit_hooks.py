@@ -24,7 +24,7 @@ from metatrace.state.compile_context import compile_step
 from metatrace.metas.proxy_edits import restore_input_flags
 from metatrace.guards.explain import log_miss
 from metatrace.guards.grad_program import reserve_grad_program
-from metatrace.guards.registry import function_record
+from metatrace.state.registry import function_record
 from metatrace.guards.collect import GuardCollector
 from metatrace.guards.content_reads import ContentReads
 from metatrace.guards.program_builder import add_prologue_constraints

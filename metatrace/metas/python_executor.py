@@ -24,6 +24,7 @@ from metatrace.metas.number_ops import number_type, number_value  # noqa: F401  
 # run on numbers: the rows of metatrace.metas.number_ops that name an ``impl``.
 _IMPLS = tuple((getattr(prims, row.name), row.impl, row.evaluate) for row in number_ops.PRIM_OPS if row.impl)
 from metatrace.patching import Patch, item, member
+from metatrace.state.object_tables import PYTHON_EXECUTOR_OPERATORS
 
 
 def _no_gradient(sym):
@@ -72,7 +73,7 @@ def patches() -> list[Patch]:
         rows += [
             item(ex.opmap, op_name, _operator(op_name, meta=_py_meta(name), fn=fn), "Python number semantics",
                  wrap=True, label=opmap),
-            item(_py_symbols, name, lambda _, op_name=op_name: ex.opmap[op_name], "(py_op finds it)", wrap=True,
+            item(PYTHON_EXECUTOR_OPERATORS, name, lambda _, op_name=op_name: ex.opmap[op_name], "(py_op finds it)", wrap=True,
                  label="metatrace.metas.python_executor"),
             # Numbers carry no gradient: the grad transform passes these through (as prims.floor).
             member(nondifferentiable_vjp_symbols, op_name, "Python-semantics ops carry no gradient", label=nondiff),
@@ -103,7 +104,6 @@ def patches() -> list[Patch]:
 # name -> (Python implementation, result type from the argument types): the rows of
 # metatrace.metas.number_ops.PY_OPS.
 _PY_OPS = {row.name[len(number_ops.PY_OP_PREFIX):]: (row.evaluate, row.result) for row in number_ops.PY_OPS}
-_py_symbols: dict = {}
 
 
 def _py_meta(name: str):
@@ -122,7 +122,7 @@ def _py_meta(name: str):
 
 def py_op(name: str):
     """The registered operator computing ``_PY_OPS[name]`` (a Symbol), or None when disabled."""
-    return _py_symbols.get(name)
+    return PYTHON_EXECUTOR_OPERATORS.get(name)
 
 
 def exact_comparison(a, b) -> str | None:

@@ -29,7 +29,8 @@ from thunder.core.prims import OpTags
 from thunder.core.proxies import Proxy
 from thunder.core.trace import tracectx
 
-from metatrace.guards import provenance, registry
+from metatrace.guards import provenance
+from metatrace.state import registry
 from metatrace.interpret.modules.wrapper_copies import follow_stores, wrapper_of_module
 from metatrace.state.compile_session import session
 from metatrace.mutations.templates import Templates, epilogue_operator_rows

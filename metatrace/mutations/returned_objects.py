@@ -25,7 +25,7 @@ from thunder.core.proxies import AnyProxy, Proxy
 from thunder.core.trace import get_tracectx, tracectx
 
 from metatrace.errors import MetatraceError
-from metatrace.guards import registry
+from metatrace.state import registry
 from metatrace.state.compile_session import session
 from metatrace.mutations.log import MutationLog
 from metatrace.mutations.templates import Templates, epilogue_operator_rows, rebuildable

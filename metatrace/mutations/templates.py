@@ -231,7 +231,7 @@ def epilogue_operator_rows(name: str, symbol_key: str, meta, fn, why: str, tags=
     (``meta``, ``fn``, ``tags``), and named in ``guards.registry._symbols[symbol_key]``."""
     from thunder.executors.pythonex import ex
 
-    from metatrace.guards import registry
+    from metatrace.state import registry
     from metatrace.patching import item
 
     def operator(previous):
@@ -240,5 +240,5 @@ def epilogue_operator_rows(name: str, symbol_key: str, meta, fn, why: str, tags=
 
     return [
         item(ex.opmap, name, operator, why, wrap=True, label="executor python.opmap"),
-        item(registry._symbols, symbol_key, lambda _: ex.opmap[name], why, wrap=True, label="metatrace.guards.registry"),
+        item(registry._symbols, symbol_key, lambda _: ex.opmap[name], why, wrap=True, label="metatrace.state.registry"),
     ]

@@ -44,9 +44,9 @@ from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx, is_tracing
 
 from metatrace.patching import Patch, attribute, item
-from metatrace.state.weak_tables import WeakTable
 from metatrace.proxies.number_concretizations import in_meta
 from metatrace.proxies.plain_trees import PLAIN_LEAVES as _LEAVES
+from metatrace.state.object_tables import SCOPE_STATES
 
 # Leaves besides those (``tree_iter`` yields them as they are): proxies (a collection proxy is
 # one too), thunder's dtypes and devices.
@@ -54,7 +54,6 @@ _LEAF_CLASSES = (Proxy, dtypes.dtype, devices.Device)
 
 # Each trace's scopes' state: TraceCtx -> {id(scope) -> ScopeState} (each entry holds its scope,
 # so a recycled id is never mistaken for another list), weakly keyed: it dies with the trace.
-_STATES = WeakTable(dict)
 
 
 class ScopeState:
@@ -90,7 +89,7 @@ def scope_state(scope: list, *, create: bool = True) -> ScopeState | None:
     trace = get_tracectx()
     if trace is None:
         return ScopeState(scope) if create else None
-    states = _STATES.get(trace, create)
+    states = SCOPE_STATES.get(trace, create)
     if states is None:
         return None
     state = states.get(id(scope))
@@ -109,7 +108,7 @@ def scope_state(scope: list, *, create: bool = True) -> ScopeState | None:
 def scope_states() -> list[ScopeState]:
     """The state of every scope of the current trace that has one."""
     trace = get_tracectx()
-    states = _STATES.get(trace, False) if trace is not None else None
+    states = SCOPE_STATES.get(trace, False) if trace is not None else None
     return list(states.values()) if states is not None else []
 
 

@@ -17,7 +17,7 @@ import metatrace
 from metatrace.codegen import cache
 from metatrace.guards.collect import GuardFailure
 from metatrace.guards.compiled_program import check_guards
-from metatrace.guards.registry import PROGRAMS
+from metatrace.state.registry import PROGRAMS
 from workloads import causal_attention, causal_mask
 
 SYMBOLIC = "symbolic values"

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import thunder
-from metatrace.guards import registry
+from metatrace.state import registry
 
 COMPILES = 60  # (the state must return to what it was: a handful of compiles shows a leak as well as hundreds)
 

@@ -17,7 +17,7 @@ import torch
 from thunder.core.interpreter import InterpreterFrame
 
 import metatrace
-from metatrace.guards.registry import PROGRAMS
+from metatrace.state.registry import PROGRAMS
 
 SCALES = {"a": 2.0, "b": 3.0}
 OFFSETS = [1.0, 2.0, 3.0]

@@ -47,7 +47,7 @@ from metatrace.guards import provenance
 from metatrace.state import compile_context
 from metatrace.state.compile_session import current_jit_ctx, session
 from metatrace.guards.provenance import is_jitted_function, may_register_for_prologue, rooted_in_arguments, rooted_in_prologue
-from metatrace.guards.registry import EXPECTED, new_id
+from metatrace.state.registry import EXPECTED, new_id
 from metatrace.guards.value_checks import ValueConstraint
 from metatrace.interpret.modules.wrapper_copies import wrapper_of_module
 
@@ -98,7 +98,7 @@ def _wrapped_tensors(module: torch.nn.Module, path: tuple[str, ...], wrapper):
 
 
 class ExpectedModuleState:
-    """One prologue check per entry (``metatrace.guards.registry.EXPECTED``): every module the
+    """One prologue check per entry (``metatrace.state.registry.EXPECTED``): every module the
     trace called has the hooks and tensors it had then, and PyTorch has the global hooks it had.
     The prologue passes the ``__dict__`` of each root; a submodule is reached from its root by its
     ``_modules`` keys (dict lookups: thunder's ``get_submodule`` for each would cost a microsecond)."""

@@ -32,7 +32,8 @@ import thunder.core.proxies as proxies
 import torch
 from thunder.core.proxies import CONSTRAINT, NumberProxy
 
-from metatrace.guards import provenance, registry
+from metatrace.guards import provenance
+from metatrace.state import registry
 from metatrace.guards.explain import recompile_logger
 from metatrace.patching import Patch, attribute
 from metatrace.interpret.reads import value_proxies

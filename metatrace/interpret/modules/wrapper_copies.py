@@ -25,11 +25,8 @@ import torch
 from thunder.core.module import ThunderModule, get_thunder_module
 
 from metatrace.patching import Patch, attribute
-from metatrace.state.weak_tables import WeakTable
+from metatrace.state.object_tables import THUNDER_MODULE_COPIES
 
-# ThunderModule -> {(dict name, dotted name): [path of the module holding it, its name there,
-# weak reference to what the wrapper holds as the model's]}, while the wrapper still holds it
-_COPIED = WeakTable(dict)
 _KINDS = ("_parameters", "_buffers", "_modules")
 
 
@@ -43,7 +40,7 @@ def _remember_copies(original):
         """thunder's ThunderModule, remembering which tensors and submodules it copied from the
         model (before any transform replaces some of them: those are the transform's)."""
         original(self, model, compiled_model_call)
-        copies = _COPIED.get(self)
+        copies = THUNDER_MODULE_COPIES.get(self)
         for kind in _KINDS:
             for full, value in _held(self, kind).items():
                 if full and value is not None:
@@ -81,7 +78,7 @@ def follow_the_model(fn) -> None:
     model's becomes what the model holds there now; one the model no longer has is dropped (the
     wrapper then asks the model, which raises AttributeError, as eager)."""
     wrapper = wrapper_of_module(fn)
-    copies = None if wrapper is None else _COPIED.get(wrapper, create=False)
+    copies = None if wrapper is None else THUNDER_MODULE_COPIES.get(wrapper, create=False)
     if not copies:
         return
     root = wrapper._model.__dict__
@@ -107,7 +104,7 @@ def follow_stores(wrapper, kind: str, prefix: str, before: dict, now: dict) -> N
     model's module at ``prefix`` (``""``, ``"blocks.0."``): ``before`` was that dict's contents
     before the stores, ``now`` is the dict. Each entry the stores changed moves the wrapper's
     copy with it where the copy was the model's (or there was none)."""
-    copies = _COPIED.get(wrapper)
+    copies = THUNDER_MODULE_COPIES.get(wrapper)
     held = _held(wrapper, kind)
     for name, value in now.items():
         old = before.get(name)

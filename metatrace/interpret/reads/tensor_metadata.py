@@ -35,7 +35,7 @@ import torch
 from metatrace.state import compile_context
 from metatrace.guards import provenance
 from metatrace.state.compile_session import current_jit_ctx, session
-from metatrace.guards.registry import EXPECTED, new_id
+from metatrace.state.registry import EXPECTED, new_id
 from metatrace.guards.value_checks import ExpectedContiguity, ValueConstraint
 from metatrace.patching import SYMBOL_METAS, Patch, attribute, item
 

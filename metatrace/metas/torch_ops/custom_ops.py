@@ -46,6 +46,7 @@ from metatrace.errors import MetatraceError
 from metatrace.metas import concretizations
 from metatrace.metas.relations import Relation
 from metatrace.patching import Patch, item
+from metatrace.state.object_tables import CUSTOM_OP_OPERATORS
 
 NAME = "metatrace_custom_op"
 BACKWARD_NAME = "metatrace_custom_op_backward"
@@ -220,14 +221,13 @@ def _backward_impl(qualname: str, n: int, *rest):
     return tuple(torch.zeros_like(a) if g is None else g for a, g in zip(wrt, grads))
 
 
-_symbols: dict = {}
 
 
 def _grad_rule(qualname: str, *args):
     from thunder.core.transforms import get_grad, put_grads
     import thunder.torch as ltorch
 
-    out = _symbols["forward"](qualname, *args)
+    out = CUSTOM_OP_OPERATORS["forward"](qualname, *args)
     wrt = [a for a in args if _differentiable(a)]
     if not any(a.requires_grad for a in wrt):
         return out
@@ -236,7 +236,7 @@ def _grad_rule(qualname: str, *args):
                             "its inputs require grad")
     outs = [o for o in tree_flatten(out)[0] if isinstance(o, TensorProxy)]
     cotangents = [g if (g := get_grad(o)) is not None else ltorch.zeros_like(o) for o in outs]
-    grads = _symbols["backward"](qualname, len(cotangents), *cotangents, *args)
+    grads = CUSTOM_OP_OPERATORS["backward"](qualname, len(cotangents), *cotangents, *args)
     put_grads(wrt, grads)
     return out
 
@@ -282,7 +282,7 @@ def _call_lookaside(original):
         if not _traceable(packet):
             return original(wrapped_packet, *args, **kwargs)
         u_args, u_kwargs = tree_map(jit_ext.unwrap, (args, kwargs))
-        output = _symbols["forward"](packet._qualified_op_name, *_positional(packet, u_args, u_kwargs))
+        output = CUSTOM_OP_OPERATORS["forward"](packet._qualified_op_name, *_positional(packet, u_args, u_kwargs))
         return jit_ext.wrap(output, provenance=jit_ext.ProvenanceRecord(
             jit_ext.PseudoInst.LOOKASIDE, inputs=[wrapped_packet.provenance]))
 
@@ -309,9 +309,9 @@ def patches() -> list[Patch]:
              label="executor torch.opmap"),
         item(ex.opmap, BACKWARD_NAME, _operator(BACKWARD_NAME, _backward_meta, _backward_impl), why, wrap=True,
              label="executor torch.opmap"),
-        item(_symbols, "forward", lambda _: ex.opmap[NAME], "(the grad rule and the lookaside find it)", wrap=True,
+        item(CUSTOM_OP_OPERATORS, "forward", lambda _: ex.opmap[NAME], "(the grad rule and the lookaside find it)", wrap=True,
              label=own),
-        item(_symbols, "backward", lambda _: ex.opmap[BACKWARD_NAME], "(the grad rule finds it)", wrap=True,
+        item(CUSTOM_OP_OPERATORS, "backward", lambda _: ex.opmap[BACKWARD_NAME], "(the grad rule finds it)", wrap=True,
              label=own),
         item(transforms._grad_fn_map, NAME, langctx(Languages.TORCH)(_grad_rule),
              "a custom op's gradient is its own autograd's, run by torch", label="thunder.core.transforms._grad_fn_map"),

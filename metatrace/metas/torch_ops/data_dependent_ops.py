@@ -33,6 +33,7 @@ from metatrace.state import compile_context
 from metatrace.metas import unbacked
 from metatrace.patching import Patch, item, member
 from metatrace.state.weak_tables import IdentityTable
+from metatrace.state.object_tables import DATA_DEPENDENT_OPERATORS
 
 # first operand -> {operator name: the size a bound symbol of the operator outputs for it}: every such bound symbol is remembered as it is made
 # (BoundSymbol.__post_init__, metatrace.proxies.number_concretizations), including the copies executor
@@ -154,16 +155,15 @@ OPERATORS = (
 _BY_NAME = {op.name: op for op in OPERATORS if op.name != "metatrace_check"}
 NAMES = frozenset(_BY_NAME)
 
-_symbols: dict = {}
 
 
 def symbol(name: str):
     """The registered operator ``name`` (a Symbol), or None while metatrace is disabled."""
-    return _symbols.get(name)
+    return DATA_DEPENDENT_OPERATORS.get(name)
 
 
 def call(name: str, *args):
-    return _symbols[name](*args)
+    return DATA_DEPENDENT_OPERATORS[name](*args)
 
 
 def _register(op: Operator):
@@ -184,7 +184,7 @@ def patches() -> list[Patch]:
     for op in OPERATORS:
         rows += [
             item(ex.opmap, op.name, _register(op), op.why, wrap=True, label="executor torch.opmap"),
-            item(_symbols, op.name, lambda _, name=op.name: ex.opmap[name], "(symbol finds it)", wrap=True,
+            item(DATA_DEPENDENT_OPERATORS, op.name, lambda _, name=op.name: ex.opmap[name], "(symbol finds it)", wrap=True,
                  label="metatrace.metas.torch_ops.data_dependent_ops"),
             member(nondifferentiable_vjp_symbols, op.name,
                    "integer indices, counts and checks carry no gradient",
