@@ -100,10 +100,24 @@ values with metatrace disabled, alternated ``--litgpt-repeats`` times, medians a
     <= 1). Workloads (``--thunderfx-workloads``): compile's tiny HF Llama, litgpt's
     ``--litgpt-config``; medians over ``--thunderfx-repeats``. tools/thunderfx_profile.py splits
     one first call into its phases (or runs it under cProfile).
+18. depth (issue 53): how the first call grows with the model's depth. The first call of a fresh
+    model, a new process per measurement (as warm-start's; METATRACE_ENTRY_CACHE=0, a fresh empty
+    TORCHINDUCTOR_CACHE_DIR; imports, ``enable()`` and the model's construction excluded), at each
+    of ``--depth-layers`` (default 2, 8, 16), for metatrace (symbolic values), stock thunder
+    (constant values, metatrace not enabled; a model stock cannot run is said so in its row) and
+    ``torch.compile(backend="aot_eager")``. Workloads: the HF Llama training step of issue 53
+    (hidden 64, intermediate 128, 4 heads, 2 kv heads, vocab 128, ``use_cache=False``, T=16) and
+    litgpt's ``--litgpt-config`` training step (T=32) at that depth. Per mode and depth: the first
+    call, and for thunder the interpretation (``compile_stats``' tracing interval) and the rest
+    (passes, grad transform, the run). Derived: metatrace's 8-layer / 2-layer first call (target
+    <= 1.5), its cost per added layer against aot_eager's (least squares over the depths, and per
+    interval; target <=), and the passes' share (first call - interpretation) against stock's at
+    each depth (target <= at 2 and 8 layers on litgpt). Medians over ``--depth-repeats`` (default
+    1; each repeat runs every depth's modes in turn).
 
 Sections: codegen, tracing, prologue, nanogpt, litgpt-compile, litgpt-train, litgpt-decode,
 litgpt-hit, lora-train, ddp-train, gpt2-train, torch-compile, moe-train, compile, hf-generate,
-warm-start, thunderfx. ``--only litgpt`` runs the litgpt ones (a name or
+warm-start, thunderfx, depth. ``--only litgpt`` runs the litgpt ones (a name or
 a prefix, comma-separated), ``--skip tracing,nanogpt`` leaves some out.
 """
 
@@ -581,15 +595,16 @@ def bench_hf_generate() -> None:
              f"{runs['stock']['seconds']:.1f} s, {runs['stock']['compiles']} compiles"))
 
 
-def _hf_llama_workload(training: bool, T: int = 16):
+def _hf_llama_workload(training: bool, T: int = 16, layers: int = 2, hidden: int = 32, intermediate: int = 64):
     """(model, step) of issue 38's tiny Hugging Face Llama: ``step(fn)`` runs the forward (under
-    ``torch.no_grad()``) or the training step on ``fn``, the model or a compiled version of it."""
+    ``torch.no_grad()``) or the training step on ``fn``, the model or a compiled version of it.
+    The depth section varies ``layers`` and uses issue 53's sizes (hidden 64, intermediate 128)."""
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, use_cache=False)
+    config = LlamaConfig(vocab_size=128, hidden_size=hidden, intermediate_size=intermediate,
+                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, use_cache=False)
     model = AutoModelForCausalLM.from_config(config).eval()
     x = torch.randint(0, 128, (2, T), generator=torch.Generator().manual_seed(0))
 
@@ -603,10 +618,19 @@ def _hf_llama_workload(training: bool, T: int = 16):
     return model, step
 
 
-def _litgpt_training_workload(config: str, T: int = 32):
+def _litgpt_training_workload(config: str, T: int = 32, layers: int = 2):
+    """(model, step) of litgpt's training step on ``config`` (tests/litgpt_workloads.py's ``build``:
+    2 layers, block size 128, seed 0; another ``layers`` the same config and seed at that depth)."""
     from litgpt_workloads import build, training_input, training_step
 
-    model = build(config)
+    if layers == 2:
+        model = build(config)
+    else:
+        import torch
+        from thunder.tests.litgpt_model import GPT, Config
+
+        torch.manual_seed(0)
+        model = GPT(Config.from_name(config, n_layer=layers, block_size=128))
     idx = training_input(model, T)
     return model, lambda fn: training_step(fn, model, idx)
 
@@ -1016,9 +1040,144 @@ def bench_thunderfx(config: str, repeats: int, workloads: list[str]) -> None:
               flush=True)
 
 
+DEPTH_MODES = ("metatrace", "stock", "aot_eager")
+
+
+def _depth_workloads(config: str) -> dict[str, str]:
+    """name: label of the depth section's workloads."""
+    return {"hf-llama": "HF Llama training step T=16", f"litgpt-{config}": f"litgpt {config} training step T=32"}
+
+
+def _depth_workload(name: str, layers: int):
+    """(model, step) of a depth workload at ``layers`` layers: issue 53's HF Llama (hidden 64,
+    intermediate 128, 4 heads, 2 kv heads, vocab 128, ``use_cache=False``) training step at T=16,
+    or litgpt's training step at T=32."""
+    if name == "hf-llama":
+        return _hf_llama_workload(True, T=16, layers=layers, hidden=64, intermediate=128)
+    return _litgpt_training_workload(name.removeprefix("litgpt-"), T=32, layers=layers)
+
+
+def _run_depth(spec: str) -> None:
+    """One depth process (``--depth-run WORKLOAD:LAYERS:MODE``): ``_compile_seconds`` of the
+    workload at that depth, a JSON line (``first``, ``interpretation``; ``error`` where stock
+    thunder cannot run the model)."""
+    import json
+
+    import torch._dynamo  # noqa: F401  (imported before the clock starts, as thunder is)
+
+    name, layers, mode = spec.split(":")
+    if mode == "metatrace":
+        with metatrace.enable():  # the rewritten metas loaded, as a user's enable() at startup
+            pass
+    try:
+        first, interpretation = _compile_seconds(lambda: _depth_workload(name, int(layers)), mode)
+    except Exception as e:  # noqa: BLE001
+        if mode != "stock":
+            raise
+        out = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"}
+    else:
+        out = {"first": first, "interpretation": None if mode == "aot_eager" else interpretation}
+    print(json.dumps(out), flush=True)
+
+
+def _depth_process(name: str, layers: int, mode: str) -> dict:
+    """``mode``'s process on workload ``name`` at ``layers`` layers; its JSON and its wall time.
+    Every compile happens (the entry cache off, a fresh empty TORCHINDUCTOR_CACHE_DIR). A stock
+    process that dies is a row's note, not a failure of the section."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bench-depth-inductor-") as inductor:
+        env = dict(os.environ, METATRACE_ENTRY_CACHE="0", TORCHINDUCTOR_CACHE_DIR=inductor)
+        try:
+            return _child_process("--depth-run", f"{name}:{layers}:{mode}", env, f"depth {name} {layers} {mode}")
+        except RuntimeError as e:
+            if mode != "stock":
+                raise
+            return {"error": str(e).strip().splitlines()[-1][:200]}
+
+
+def _slope(points: list[tuple[int, float]]) -> float:
+    """Least-squares seconds per layer through (layers, seconds)."""
+    mx = statistics.mean(x for x, _ in points)
+    my = statistics.mean(y for _, y in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+
+
+def bench_depth(config: str, depths: list[int], repeats: int) -> None:
+    """How the first call grows with depth (issue 53): a fresh process per measurement (section 18)."""
+    workloads = _depth_workloads(config)
+    runs = {(name, layers, mode): [] for name in workloads for layers in depths for mode in DEPTH_MODES}
+    for repeat in range(repeats):
+        for layers in depths:
+            for name in workloads:
+                for mode in DEPTH_MODES:
+                    r = _depth_process(name, layers, mode)
+                    runs[name, layers, mode].append(r)
+                    done = (f"first call {r['first']:.2f} s" if "first" in r else f"failed: {r['error']}")
+                    print(f"  (depth {repeat + 1}/{repeats}: {name} {layers} layers {mode}: {done}; "
+                          f"process {r['process']:.1f} s)" if "process" in r else
+                          f"  (depth {repeat + 1}/{repeats}: {name} {layers} layers {mode}: {done})", flush=True)
+    print(f"depth: the first call of a fresh model in a new process per measurement (median of {repeats}; imports, "
+          "enable() and the model's construction excluded; the entry cache off); thunder's interpretation "
+          "(compile_stats' tracing interval) and the rest (passes, grad transform, the run)")
+    print(f"  {'workload':<40} {'layers':>6} {'mode':<10} {'first call (s)':>14} {'interpretation (s)':>18} "
+          f"{'rest (s)':>9} {'process (s)':>11}  notes")
+    med = {}  # (name, layers, mode): (first, interpretation or None), absent where it failed
+    for (name, layers, mode), results in runs.items():
+        ok = [r for r in results if "first" in r]
+        errors = sorted({r["error"] for r in results if "error" in r})
+        notes = ("; ".join(f"stock thunder cannot run it: {e}" for e in errors)
+                 + (f" ({len(ok)} of {len(results)} ran)" if ok and errors else ""))
+        if not ok:
+            print(f"  {workloads[name]:<40} {layers:>6} {mode:<10} {'-':>14} {'-':>18} {'-':>9} {'-':>11}  {notes}",
+                  flush=True)
+            continue
+        first = statistics.median(r["first"] for r in ok)
+        process = statistics.median(r["process"] for r in ok)
+        interp = None if ok[0]["interpretation"] is None else statistics.median(r["interpretation"] for r in ok)
+        med[name, layers, mode] = (first, interp)
+        interp_s, rest_s = ("-", "-") if interp is None else (f"{interp:.2f}", f"{first - interp:.2f}")
+        print(f"  {workloads[name]:<40} {layers:>6} {mode:<10} {first:>14.2f} {interp_s:>18} {rest_s:>9} "
+              f"{process:>11.1f}  {notes}", flush=True)
+    base = min(depths)
+    for name, label in workloads.items():
+        parts = []
+        ours = {d: med[name, d, "metatrace"][0] for d in depths if (name, d, "metatrace") in med}
+        for d in depths:
+            if d != base and d in ours and base in ours:
+                target = "  (target <= 1.5)" if (base, d) == (2, 8) else ""
+                parts.append(f"metatrace {d}-layer / {base}-layer {ours[d] / ours[base]:.3f}{target}")
+        aot = {d: med[name, d, "aot_eager"][0] for d in depths if (name, d, "aot_eager") in med}
+        if len(ours) >= 2 and len(aot) >= 2:
+            s_ours, s_aot = _slope(sorted(ours.items())), _slope(sorted(aot.items()))
+            steps = ", ".join(
+                f"{a}->{b}: {(ours[b] - ours[a]) / (b - a):.2f} s against {(aot[b] - aot[a]) / (b - a):.2f} s"
+                for a, b in zip(depths, depths[1:]) if a in ours and b in ours and a in aot and b in aot)
+            parts.append(f"cost per added layer (least squares over {','.join(map(str, sorted(ours)))} layers): "
+                         f"metatrace {s_ours:.2f} s, aot_eager {s_aot:.2f} s, ratio {s_ours / s_aot:.2f}  "
+                         f"(target <= 1; per interval {steps})")
+        for d in depths:
+            if (name, d, "metatrace") not in med:
+                continue
+            first, interp = med[name, d, "metatrace"]
+            target = "  (target <= 1)" if d in (2, 8) and name.startswith("litgpt") else ""
+            if (name, d, "stock") in med:
+                stock_first, stock_interp = med[name, d, "stock"]
+                parts.append(f"passes' share (first call - interpretation) at {d} layers: metatrace "
+                             f"{first - interp:.2f} s / stock {stock_first - stock_interp:.2f} s, ratio "
+                             f"{(first - interp) / (stock_first - stock_interp):.3f}{target}")
+            else:
+                parts.append(f"passes' share at {d} layers: metatrace {first - interp:.2f} s, stock n/a "
+                             "(stock thunder cannot run it)")
+        print(f"{label} (median of {repeats}):")
+        for part in parts:
+            print(f"  {part}", flush=True)
+
+
 SECTIONS = ("codegen", "tracing", "prologue", "nanogpt", "litgpt-compile", "litgpt-train", "litgpt-decode", "litgpt-hit",
             "lora-train", "ddp-train", "gpt2-train", "torch-compile", "moe-train", "compile", "hf-generate",
-            "warm-start", "thunderfx")
+            "warm-start", "thunderfx", "depth")
 
 
 def _selected(only: str | None, skip: str | None) -> list[str]:
@@ -1066,6 +1225,11 @@ def main() -> None:
     parser.add_argument("--thunderfx-workloads", default="hf-llama,litgpt",
                         help="thunderfx's workloads (comma-separated): hf-llama, litgpt (--litgpt-config)")
     parser.add_argument("--thunderfx-run", help=argparse.SUPPRESS)  # one of thunderfx's processes
+    parser.add_argument("--depth-layers", default="2,8,16",
+                        help="the depth section's layer counts (comma-separated; issue 53's targets read 2 and 8)")
+    parser.add_argument("--depth-repeats", type=int, default=1,
+                        help="repetitions of the depth section's processes (modes alternate)")
+    parser.add_argument("--depth-run", help=argparse.SUPPRESS)  # one of depth's processes
     args = parser.parse_args()
     if args.fresh_first_call:
         return _run_fresh_first_call(args.fresh_first_call)
@@ -1073,6 +1237,8 @@ def main() -> None:
         return _run_warm_start(args.warm_start_run)
     if args.thunderfx_run:
         return _run_thunderfx(args.thunderfx_run)
+    if args.depth_run:
+        return _run_depth(args.depth_run)
     sections = _selected(args.only, args.skip)
     if not args.gpt_repeats and "nanogpt" in sections:
         sections.remove("nanogpt")
@@ -1121,6 +1287,8 @@ def main() -> None:
         bench_warm_start(config, args.warm_start_repeats)
     if "thunderfx" in sections:
         bench_thunderfx(config, args.thunderfx_repeats, args.thunderfx_workloads.split(","))
+    if "depth" in sections:
+        bench_depth(config, sorted(int(d) for d in args.depth_layers.split(",")), args.depth_repeats)
 
 
 if __name__ == "__main__":
