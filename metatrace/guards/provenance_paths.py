@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from thunder.core.interpreter import ProvenanceRecord, PseudoInst
+from metatrace.metas.proxy_edits import add_record_flag
 
 # The one limit on how far a record is followed (from the value towards its root, through
 # reads, opaque calls and inputs alike): records are built from earlier ones, so a chain ends;
@@ -157,7 +158,7 @@ def root_record(root: Root) -> ProvenanceRecord:
 def attribute_record(base: ProvenanceRecord, name: str, ext_flag: int = 0) -> ProvenanceRecord:
     """``base.name`` (``ext_flag`` added to the flags the record takes from its inputs)."""
     record = ProvenanceRecord(PseudoInst.LOAD_ATTR, inputs=[base, constant_record(name)])
-    record.ext_flag |= ext_flag
+    add_record_flag(record, ext_flag)
     return record
 
 

@@ -1,7 +1,8 @@
-"""The one place metatrace changes a thunder proxy in place.
+"""The one place metatrace changes a thunder object in place: a proxy, or the interpreter's
+provenance records and wrappers.
 
 thunder's proxies are shared between traces and have no API to change them, so metatrace edits
-them in place, here only, in four cases:
+them in place, here only, in five cases:
 
 - a tensor's sizes renamed (:func:`set_shape`): thunder renames input proxies after interpreting
   (``i3`` becomes the argument ``i``) but not the size symbols inside tensor shapes
@@ -14,11 +15,26 @@ them in place, here only, in four cases:
   (``metatrace.grad``); an input's is given back after interpretation (:func:`restore_input_flags`);
 - a number just recorded as a tensor's element count given a callable class
   (:func:`give_class`): thunder calls ``a.numel()`` as well as reading ``a.numel``
-  (``metatrace.proxies.numel``). Only a proxy nothing else holds yet may change class.
+  (``metatrace.proxies.numel``). Only a proxy nothing else holds yet may change class;
+- a proxy copied with tags of its own (:func:`copy_with_own_tags`), for a trace that renames its
+  sizes while another trace holds the original (``metatrace.passes.keep_size_names``).
+
+The interpreter's provenance records and wrapped values are thunder's too, and change only here:
+
+- a flag added to a record (:func:`add_record_flag`): thunder's own flags (``EXT_FLAG_IS_CALLABLE``
+  for an attribute read from the user's module, ``EXT_FLAG_IS_PROXY_DERIVED``) and metatrace's
+  library-module bit decide how the prologue reads a value; thunder's proxy flags taken off a
+  value metatrace keeps as the object it is, an enum member (:func:`clear_record_flags`);
+- a record's input replaced by an equal one (:func:`replace_record_input`): the epilogue's replay
+  shares one root record per kind (``metatrace.mutations.replay``);
+- an item or attribute wrapper set on a wrapped value (:func:`set_item_wrapper`,
+  :func:`set_attribute_wrapper`): a dict literal's items and a number's attribute answered from
+  its value are tracked as thunder tracks a list literal's.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import operator
 
@@ -70,3 +86,37 @@ def restore_input_flags(trace, inputs) -> None:
     for v in inputs:
         if id(v.proxy) in raised:
             set_requires_grad(v.proxy, False)
+
+
+def copy_with_own_tags(p: Proxy) -> Proxy:
+    """A shallow copy of ``p`` whose tag set is its own (edits to the copy leave ``p`` alone)."""
+    p = copy.copy(p)
+    p._tags = set(p._tags)
+    return p
+
+
+def add_record_flag(record, flag: int) -> None:
+    """``flag`` added to a provenance record's flags."""
+    record.ext_flag |= flag
+
+
+def clear_record_flags(record, flags: int) -> None:
+    """``flags`` taken off a provenance record's flags."""
+    record.ext_flag &= ~flags
+
+
+def replace_record_input(record, i: int, new) -> None:
+    """A provenance record's ``i``-th input replaced by ``new`` (a record of the same root)."""
+    record.inputs[i] = new
+
+
+def set_item_wrapper(wrapped, key, item, key_wrapper=None) -> None:
+    """The wrapper of ``wrapped``'s item ``key`` (and of the key itself, for a dict)."""
+    wrapped.item_wrappers[key] = item
+    if key_wrapper is not None:
+        wrapped.key_wrappers[key] = key_wrapper
+
+
+def set_attribute_wrapper(wrapped, name, attribute) -> None:
+    """The wrapper of ``wrapped``'s attribute ``name``."""
+    wrapped.attribute_wrappers[name] = attribute

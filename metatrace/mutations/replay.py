@@ -36,6 +36,7 @@ from metatrace.state.compile_session import session
 from metatrace.mutations.templates import Templates, epilogue_operator_rows
 from metatrace.mutations.unreplayable_stores import raise_dropped
 from metatrace.patching import Patch, attribute
+from metatrace.metas.proxy_edits import replace_record_input
 
 NAME = "metatrace_replay"
 
@@ -244,7 +245,7 @@ def _share_roots(inputs) -> None:
         seen.add(id(record))
         for i, base in enumerate(record.inputs):
             if base.inst in _ROOTS and not base.inputs:
-                record.inputs[i] = canonical.setdefault(base.inst, base)
+                replace_record_input(record, i, canonical.setdefault(base.inst, base))
             else:
                 pending.append(base)
 

@@ -21,7 +21,6 @@ in place would make earlier traces (``thunder.last_traces``) use names they neve
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 from thunder.core.proxies import NumberProxy, TensorProxy, variableify
@@ -29,7 +28,7 @@ from thunder.core.pytree import tree_iter
 
 from metatrace.passes.trace_facts import binds_inputs, input_names
 from metatrace.metas import runtime
-from metatrace.metas.proxy_edits import set_shape
+from metatrace.metas.proxy_edits import copy_with_own_tags, set_shape
 from metatrace.proxies.renames import rename_sizes
 from metatrace.proxies.renames import proxy_outputs as _outputs  # (one walker of output proxies for both modules)
 
@@ -250,8 +249,7 @@ def rename_sizes_copying_shared(new_trace, old_trace, renamed: dict) -> None:
     for key, p in found.items():
         new_shape = tuple(renamed.get(s.name, s) if isinstance(s, NumberProxy) else s for s in p._shape)
         if key in shared:
-            p = copy.copy(p)
-            p._tags = set(p._tags)
+            p = copy_with_own_tags(p)
             copies[p.name] = p
         set_shape(p, new_shape)
     if copies:

@@ -441,19 +441,56 @@ def test_guards_are_told_apart_by_their_reasons_kind_not_its_text():
     assert found == []
 
 
-def test_proxies_are_changed_in_place_in_one_module():
-    """thunder's proxies are shared between traces: metatrace changes one (its shape, numel or
-    class, requires_grad) only through ``metatrace.metas.proxy_edits``, which says when that is safe."""
-    edited = {"_shape", "_numel", "__class__", "_requires_grad"}
+# Attributes of thunder's objects that metatrace changes (a proxy's shape, element count, class,
+# grad flag and tags; a provenance record's flags and inputs; a wrapped value's item and
+# attribute wrappers): only ``metatrace.metas.proxy_edits`` writes them, and says when that is safe.
+THUNDER_ATTRIBUTES = {"_shape", "_numel", "__class__", "_requires_grad", "_tags", "tags", "ext_flag", "history",
+                      "provenance", "item_wrappers", "key_wrappers", "attribute_wrappers", "original_value"}
+# written only as items (``record.inputs[i] = ...``): a plain ``x.inputs = ...`` is metatrace's own objects'
+THUNDER_ITEM_ATTRIBUTES = {"inputs"}
+
+
+def _writes_to_thunder_attributes(tree: ast.AST) -> list[int]:
+    lines = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else (
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for target in targets:
+            item = isinstance(target, ast.Subscript)
+            while isinstance(target, ast.Subscript):
+                target = target.value
+            if isinstance(target, ast.Attribute) and (
+                    target.attr in THUNDER_ATTRIBUTES or item and target.attr in THUNDER_ITEM_ATTRIBUTES):
+                if not (isinstance(target.value, ast.Name) and target.value.id == "self"):
+                    lines.append(node.lineno)
+        if (isinstance(node, ast.Call) and ast.unparse(node.func) in ("setattr", "object.__setattr__")
+                and len(node.args) >= 2 and not (isinstance(node.args[1], ast.Constant)
+                                                 and node.args[1].value not in THUNDER_ATTRIBUTES)):
+            lines.append(node.lineno)
+    return lines
+
+
+# Writes that are no edit of a thunder object: the Patch rows applied and undone (patching), a frozen
+# dataclass of metatrace's normalizing its field (guard_record), metatrace's own int class given its
+# operators (numel), the user's objects restored after tracing (snapshots)
+OWN_OBJECT_WRITES = {"patching.py", "guards/guard_record.py", "proxies/numel.py", "mutations/snapshots.py"}
+
+
+def test_thunder_objects_are_changed_in_place_in_one_module():
+    """Any form of write (assignment, augmented assignment, item assignment, ``setattr``,
+    ``object.__setattr__``) to a thunder object's attributes happens in ``metas/proxy_edits.py``."""
     found = sorted(
-        f"{p.relative_to(PACKAGE)}:{node.lineno}" for p in PACKAGE.rglob("*.py")
-        if str(p.relative_to(PACKAGE)) != "metas/proxy_edits.py"
-        for node in ast.walk(ast.parse(p.read_text()))
-        if isinstance(node, ast.Assign)
-        for target in node.targets
-        if isinstance(target, ast.Attribute) and target.attr in edited
+        f"{p.relative_to(PACKAGE).as_posix()}:{line}" for p in PACKAGE.rglob("*.py")
+        if p.relative_to(PACKAGE).as_posix() not in {"metas/proxy_edits.py", *OWN_OBJECT_WRITES}
+        for line in _writes_to_thunder_attributes(ast.parse(p.read_text()))
     )
     assert found == []
+
+
+def test_the_write_check_sees_each_form_of_write():
+    source = ("p._requires_grad = True\nr.ext_flag |= 4\nr.inputs[0] = b\nw.item_wrappers[k] = v\n"
+              "setattr(p, '_tags', s)\nobject.__setattr__(p, name, s)\nstate.inputs = x\nself._tags = t\n")
+    assert _writes_to_thunder_attributes(ast.parse(source)) == [1, 2, 3, 4, 5, 6]
 
 
 def test_the_grad_transform_has_one_wrapper():

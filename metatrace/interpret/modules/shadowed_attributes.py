@@ -20,6 +20,7 @@ import functools
 import thunder.core.jit_ext as jit_ext
 import torch
 from thunder.core.interpreter import PseudoInst, WrappedValue
+from metatrace.metas.proxy_edits import add_record_flag
 
 
 @functools.cache
@@ -40,4 +41,4 @@ def read_from_the_model(value: WrappedValue) -> None:
     base, name = pr.inputs
     if (base.inst is PseudoInst.INPUT_FN and base.ext_flag & jit_ext.EXT_FLAG_IS_MODULE
             and name.inst is PseudoInst.CONSTANT and name.value in _shadowed()):
-        pr.ext_flag |= jit_ext.EXT_FLAG_IS_CALLABLE
+        add_record_flag(pr, jit_ext.EXT_FLAG_IS_CALLABLE)

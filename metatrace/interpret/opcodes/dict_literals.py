@@ -18,6 +18,7 @@ import thunder.core.interpreter as interpreter
 from thunder.core.interpreter import ProvenanceRecord, get_interpretercompilectx, wrap, wrap_const
 
 from metatrace.patching import Patch, item
+from metatrace.metas.proxy_edits import set_item_wrapper
 
 
 def _wrapped_dict(inst, pairs: list) -> object:
@@ -27,8 +28,7 @@ def _wrapped_dict(inst, pairs: list) -> object:
         d[k.value] = v.value
     result = wrap(d, provenance=ProvenanceRecord(inst, inputs=[w.provenance for pair in pairs for w in pair]))
     for k, v in pairs:
-        result.item_wrappers[k.value] = v
-        result.key_wrappers[k.value] = k
+        set_item_wrapper(result, k.value, v, key_wrapper=k)
     return result
 
 

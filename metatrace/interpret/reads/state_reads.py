@@ -40,6 +40,7 @@ from metatrace.interpret.reads.library_code import is_library_module
 from metatrace.interpret.interpreted_frames import calling_file, package_dir
 from metatrace.interpret.modules.shadowed_attributes import read_from_the_model
 from metatrace.patching import Patch
+from metatrace.metas.proxy_edits import add_record_flag
 
 # Packages whose own reads are not checked: ``logging`` fills a logger's ``_cache`` while it logs
 # (the check would see the value change during the trace and refuse the entry), and what it reads
@@ -122,7 +123,7 @@ def _wrap_callback(original):
         read_from_the_model(value)
         if isinstance(value.value, types.ModuleType):
             if is_library_module(value.value):
-                value.provenance.ext_flag |= EXT_FLAG_LIBRARY_MODULE
+                add_record_flag(value.provenance, EXT_FLAG_LIBRARY_MODULE)
             return res
         if compile_context.collector() is not None and may_register_for_prologue(value.provenance):
             check_argument_read(value)  # (a value of the arguments: checked by its kind)

@@ -30,6 +30,7 @@ from thunder.core.proxies import NumberProxy, proxy
 
 from metatrace.state.compile_session import session
 from metatrace.guards.provenance import an_argument_or_its_item, attribute_record
+from metatrace.metas.proxy_edits import add_record_flag, clear_record_flags
 
 NOT_HANDLED = object()
 # Static, checked by value (``metatrace.guards.classify``'s EQUAL): a string; a complex (thunder's
@@ -79,11 +80,11 @@ def proxify_static(ctx, value: WrappedValue) -> Any:
         # its base (``type(a)`` was int, ``isinstance(a, Mode)`` False, ``a.name`` failed). It
         # stays the object it is; the prologue checks it by identity (metatrace.guards.classify),
         # which reads no value marked as one thunder proxied (the flags its wrap callback set).
-        value.provenance.ext_flag &= ~(jit_ext.EXT_FLAG_IS_PROXY_DERIVED | jit_ext.EXT_FLAG_IS_CONSTRAINABLE_INPUT)
+        clear_record_flags(value.provenance, jit_ext.EXT_FLAG_IS_PROXY_DERIVED | jit_ext.EXT_FLAG_IS_CONSTRAINABLE_INPUT)
         return uvalue
     if type(uvalue) in _STATIC:
         # thunder's constant-values path: the trace keeps the value, the prologue checks it.
-        value.provenance.ext_flag |= jit_ext.EXT_FLAG_IS_PROXY_DERIVED
+        add_record_flag(value.provenance, jit_ext.EXT_FLAG_IS_PROXY_DERIVED)
         p = proxy(uvalue, history=value.provenance)
         if type(uvalue) is str:
             ctx.add_constraint((clang.check_string_value, p, uvalue))
@@ -91,7 +92,7 @@ def proxify_static(ctx, value: WrappedValue) -> Any:
             ctx.add_constraint((clang.check_number_type_and_value, p, uvalue))
         return p
     if type(uvalue) is slice:
-        value.provenance.ext_flag |= jit_ext.EXT_FLAG_IS_PROXY_DERIVED
+        add_record_flag(value.provenance, jit_ext.EXT_FLAG_IS_PROXY_DERIVED)
         parts = [_slice_part(value.provenance, a, getattr(uvalue, a)) for a in ("start", "stop", "step")]
         proxied = slice(*parts)
         value.register_proxy(proxied)

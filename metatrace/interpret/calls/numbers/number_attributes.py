@@ -13,6 +13,7 @@ from thunder.core.proxies import NumberProxy
 
 from metatrace.errors import MetatraceError
 from metatrace.metas import concretizations
+from metatrace.metas.proxy_edits import set_attribute_wrapper
 
 # Attributes of a number whose value needs no guard: (python type, name) -> from the proxy.
 _SYMBOLIC_ATTRIBUTES = {
@@ -73,5 +74,5 @@ def from_value(obj, name, result):
     # thunder wraps an attribute as read from its object, which the prologue would unpack
     # (an input's ``.real``); the value known here is a constant or the number itself
     if type(obj) is WrappedValue and interpreter.get_interpretercompilectx()._with_provenance_tracking:
-        obj.attribute_wrappers[unwrap(name)] = obj if found is unwrap(obj) else wrap_const(found)
+        set_attribute_wrapper(obj, unwrap(name), obj if found is unwrap(obj) else wrap_const(found))
     return found
