@@ -5,14 +5,6 @@ thunder's and torch's versions, the harnesses' sources and the samples per op. I
 ``<cache directory>/test-baselines/`` keyed by a hash of all of these, computed again only when
 one changes, and written atomically (two workers computing it at once write the same content).
 A file that cannot be read or does not match the cases is computed again, never trusted.
-
-The files for the pinned versions (requirements.lock) are also kept in the repository, in
-``tests/stock_baseline_files/`` under the same names: a cold cache directory (a fresh CI machine)
-reads them there instead of computing them again (stock thunder over the opinfo samples under
-symbolic values alone costs 2 minutes of a 2-core run). Their name is the same key, so a change
-of thunder, torch, a harness or the samples names another file, which is computed as before. To
-renew them: run the sweeps with an empty ``METATRACE_CACHE_DIR`` and copy its ``test-baselines``
-files here (deleting the ones no key names).
 Computing one holds a lock next to it: a second worker that needs the same baseline meanwhile
 (test_opinfo_sweep's constant-values half and test_metatrace_sweep's fixture, on the two xdist
 workers of a cold cache) waits for it and reads it instead of computing it a second time.
@@ -43,21 +35,13 @@ def baseline_file(name: str, *key: object) -> Path:
     return cache.base_directory() / "test-baselines" / f"{name}-{h.hexdigest()[:16]}.json"
 
 
-SHIPPED = Path(__file__).resolve().parent / "stock_baseline_files"
-
-
 def cached(name: str, *key: object, valid: Callable[[object], bool]):
-    """The stored baseline (the cache directory's, else the repository's file of the same key), or
-    None when there is none or it does not pass ``valid``."""
-    path = baseline_file(name, *key)
-    for candidate in (path, SHIPPED / path.name):
-        try:
-            value = json.loads(candidate.read_text())
-        except (OSError, ValueError):
-            continue
-        if valid(value):
-            return value
-    return None
+    """The stored baseline, or None when there is none or it does not pass ``valid``."""
+    try:
+        value = json.loads(baseline_file(name, *key).read_text())
+    except (OSError, ValueError):
+        return None
+    return value if valid(value) else None
 
 
 def store(name: str, *key: object, value) -> None:
