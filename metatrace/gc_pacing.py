@@ -20,27 +20,25 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import threading
+
+from metatrace.state.process_tables import GC_PACING
 
 YOUNG_THRESHOLD = 50_000
 
-_lock = threading.Lock()
-_state = {"phases": 0, "saved": None}
-
 
 def enter_phase() -> None:
-    with _lock:
-        if _state["phases"] == 0:
-            saved = _state["saved"] = gc.get_threshold()
+    with GC_PACING.lock:
+        if GC_PACING.phases == 0:
+            saved = GC_PACING.saved = gc.get_threshold()
             gc.set_threshold(max(saved[0], YOUNG_THRESHOLD), *saved[1:])
-        _state["phases"] += 1
+        GC_PACING.phases += 1
 
 
 def leave_phase() -> None:
-    with _lock:
-        _state["phases"] -= 1
-        if _state["phases"] == 0:
-            gc.set_threshold(*_state["saved"])
+    with GC_PACING.lock:
+        GC_PACING.phases -= 1
+        if GC_PACING.phases == 0:
+            gc.set_threshold(*GC_PACING.saved)
 
 
 @contextlib.contextmanager

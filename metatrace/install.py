@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import inspect
 import sys
-import threading
-from dataclasses import dataclass, field
 
 from metatrace import entry_cache, patching, thunderfx
 from metatrace.codegen import cache
@@ -56,21 +54,9 @@ from metatrace.codegen.loader import load
 from metatrace.metas.recording import executor_meta, fallback_meta, recording_meta
 from metatrace.codegen.version import warn_if_untested
 from metatrace.patching import SYMBOL_METAS, Patch, attribute
+from metatrace.state.process_tables import INSTALL, Installation
 
 __all__ = ["enable", "disable", "is_enabled", "applied_patches", "SYMBOL_METAS"]
-
-
-@dataclass
-class _Installed:
-    rows: list = field(default_factory=list)  # the Patch rows applied, in order
-    undo: list = field(default_factory=list)  # patching.apply's undo list
-    load_failures: dict = field(default_factory=dict)
-
-
-_lock = threading.Lock()
-_installed: _Installed | None = None
-# Loaded metas by generated-file hash: enabling again in the same process skips the reload.
-_loaded: dict[str, object] = {}
 
 
 def _symbols_sharing_meta() -> dict[int, list]:
@@ -239,19 +225,18 @@ def enable(*, force_fallback: tuple[str, ...] = (), fast_paths: bool = True,
     the test that finds the same traces, prologues and guards with and without them.
     ``entry_cache``: store compiled entries on disk and load them in a fresh process
     (:mod:`metatrace.entry_cache`); None: ``METATRACE_ENTRY_CACHE`` decides (default on)."""
-    global _installed
-    with _lock:
-        if _installed is not None:
+    with INSTALL.lock:
+        if INSTALL.installed is not None:
             return _Enabled(False)
         warn_if_untested()
         configure_from_environment()
         result = cache.ensure()
         key = result.manifest["generated_sha256"]
         entry_cache_settings.configure(entry_cache, key)
-        if key not in _loaded:
-            _loaded[key] = load(result.text, result.manifest, result.directory / cache.METAS_FILE)
-        loaded = _loaded[key]
-        installed = _Installed(load_failures=loaded.failures)
+        if key not in INSTALL.loaded:
+            INSTALL.loaded[key] = load(result.text, result.manifest, result.directory / cache.METAS_FILE)
+        loaded = INSTALL.loaded[key]
+        installed = Installation(load_failures=loaded.failures)
         try:
             for stage in _stages(loaded, tuple(force_fallback), installed.rows, fast_paths):
                 rows = stage()
@@ -260,24 +245,23 @@ def enable(*, force_fallback: tuple[str, ...] = (), fast_paths: bool = True,
         except BaseException:
             patching.undo(installed.undo)
             raise
-        _installed = installed
+        INSTALL.installed = installed
         return _Enabled(True)
 
 
 def disable() -> None:
-    global _installed
-    with _lock:
-        if _installed is None:
+    with INSTALL.lock:
+        if INSTALL.installed is None:
             return
-        patching.undo(_installed.undo)
+        patching.undo(INSTALL.installed.undo)
         entry_cache_settings.reset()
-        _installed = None
+        INSTALL.installed = None
 
 
 def is_enabled() -> bool:
-    return _installed is not None
+    return INSTALL.installed is not None
 
 
 def applied_patches() -> tuple[Patch, ...]:
     """The rows enable() applied (empty while disabled): every change metatrace makes to thunder."""
-    return () if _installed is None else tuple(_installed.rows)
+    return () if INSTALL.installed is None else tuple(INSTALL.installed.rows)

@@ -24,7 +24,8 @@ import functools
 
 import pytest
 
-_state: dict = {}
+from metatrace.state.process_tables import PYTEST_FORCED_SYMBOLIC
+
 SENTINEL_MARKER = "metatrace_sentinel"
 
 
@@ -59,21 +60,21 @@ def pytest_configure(config) -> None:
         kwargs["cache"] = "symbolic values"
         return original(fn, *args, **kwargs)
 
-    _state["jit"] = original
+    PYTEST_FORCED_SYMBOLIC.original_jit = original
     thunder.jit = jit
-    _state["enabled"] = metatrace.enable()
+    PYTEST_FORCED_SYMBOLIC.enabled = metatrace.enable()
 
 
 def pytest_unconfigure(config) -> None:
-    if "jit" not in _state:
+    if PYTEST_FORCED_SYMBOLIC.original_jit is None:
         return
     import thunder
 
     import metatrace
 
     metatrace.disable()  # (first: enable() wrapped the forcing jit, and disable() puts that back)
-    thunder.jit = _state.pop("jit")
-    _state.clear()
+    thunder.jit, PYTEST_FORCED_SYMBOLIC.original_jit = PYTEST_FORCED_SYMBOLIC.original_jit, None
+    PYTEST_FORCED_SYMBOLIC.enabled = None
 
 
 def pytest_report_header(config) -> str | None:

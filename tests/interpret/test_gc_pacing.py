@@ -13,8 +13,8 @@ import torch
 
 import thunder
 
-from metatrace import gc_pacing
 from metatrace.gc_pacing import YOUNG_THRESHOLD, enter_phase, leave_phase
+from metatrace.state.process_tables import GC_PACING
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_concurrent_phases_restore_what_the_first_found(user_thresholds):
         t.start()
     for t in threads:
         t.join(timeout=10)
-    assert (gc.get_threshold(), gc_pacing._state["phases"]) == (user_thresholds, 0)
+    assert (gc.get_threshold(), GC_PACING.phases) == (user_thresholds, 0)
 
 
 def test_a_training_compile_runs_few_collections(enabled):
