@@ -212,6 +212,14 @@ class GuardCollector:
     def producer_of(self, name: str):
         return self.recorded.get(name)
 
+    def add_stamped(self, guard: Guard) -> None:
+        """A guard of a stamped block (``interpret.modules.repeated_blocks``): the first block's
+        guard renamed, where it was checked already; once, as every guard."""
+        key = guard.key()
+        if key not in self._seen:
+            self._seen.add(key)
+            self.guards.append(guard)
+
     def _add(self, guard: Guard) -> None:
         if not isinstance(guard.lhs, NumberProxy) and not isinstance(guard.rhs, NumberProxy):
             return

@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import functools
 import operator
+from typing import Any
 
 from thunder.core.proxies import Proxy, TensorProxy
 
@@ -120,3 +121,16 @@ def set_item_wrapper(wrapped, key, item, key_wrapper=None) -> None:
 def set_attribute_wrapper(wrapped, name, attribute) -> None:
     """The wrapper of ``wrapped``'s attribute ``name``."""
     wrapped.attribute_wrappers[name] = attribute
+
+
+def renamed_copy(p: Proxy, name: str, history: Any, shape: tuple | None) -> Proxy:
+    """A copy of ``p`` (its class, value, tags and flags) named ``name``, read through
+    ``history``, and for a tensor with sizes ``shape`` (a stamped block's proxy:
+    ``metatrace.interpret.modules.block_renaming``)."""
+    q = copy_with_own_tags(p)
+    q._name = name
+    q._has_weak_name = False
+    q.history = history
+    if shape is not None:
+        set_shape(q, shape)
+    return q

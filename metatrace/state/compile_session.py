@@ -57,6 +57,9 @@ class CompileSession:
     # the code objects of the Python functions the interpreter ran (metatrace.entry_cache: a stored
     # entry depends on their files)
     interpreted_codes: set = field(default_factory=set)
+    # the blocks of module lists recorded once and stamped for their siblings
+    # (metatrace.interpret.modules.repeated_blocks.BlockStamps), made at the first module list call
+    blocks: Any = None
 
 
 _SESSIONS = WeakTable(CompileSession)  # JitCtx -> CompileSession

@@ -22,6 +22,9 @@ stored entry is valid only while the files of the code the compile ran are uncha
 Between steps 1 and 2, torch's C code given a traced tensor raises a clear error
 (``tensor_in_c_code``: thunder would hand it a proxy with no data).
 
+After step 5, a call of a module read from a module list may be stamped from the list's first
+block instead of interpreted (``metatrace.interpret.modules.repeated_blocks``).
+
 Steps 2-4 see the call as step 1 leaves it (as when each was its own wrapper, step 1 outermost).
 
 ``f(*args)`` (``CALL_FUNCTION_EX``) reads the argument list's length in thunder's handler, before
@@ -34,6 +37,7 @@ import functools
 import types
 
 import thunder.core.interpreter as interpreter
+import torch
 from thunder.core.interpreter import do_raise, unwrap
 
 from metatrace.guards.collect import interpreted_line
@@ -42,6 +46,7 @@ from metatrace.interpret.calls.python import callee_checks
 from metatrace.interpret.calls.c_code import opaque_calls
 from metatrace.interpret.calls.c_code import tensor_arguments
 from metatrace.interpret.calls import unrepeatable_calls
+from metatrace.interpret.modules import repeated_blocks
 from metatrace.patching import Patch, attribute, item
 from metatrace.state import compile_context
 
@@ -68,6 +73,9 @@ def _dispatching(original):
             reads.note_call(ufn, args, kwargs)
         before = container_writes.fingerprints(ufn, args)
         if before is None or not opaque_calls.would_call_opaque(compilectx, ufn, args, kwargs):
+            if isinstance(ufn, torch.nn.Module):
+                return repeated_blocks.call(runtimectx, fn, args, kwargs,
+                                            lambda: original(compilectx, runtimectx, fn, *args, **kwargs))
             return original(compilectx, runtimectx, fn, *args, **kwargs)
         result = original(compilectx, runtimectx, fn, *args, **kwargs)
         changed = container_writes.changed_containers(before)

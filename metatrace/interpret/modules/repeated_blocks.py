@@ -1,0 +1,417 @@
+"""A block of a module list (a transformer layer) interpreted once per compile and stamped out for
+its siblings: the interpreter's cost stops growing with depth.
+
+thunder's interpreter runs every opcode of every layer again, although the layers run the same
+code on the same shapes. While it interprets the first block called from a ``ModuleList`` (or
+``Sequential``, any module reached as ``parent._modules[key]``), metatrace records what the call
+added to the compile: the bound symbols, the guards, the prologue's constraints, the numbers'
+producers, the modules whose state the prologue checks. A later block of the same list is not
+interpreted when it is a copy of the first for every read its forward can make, and is called
+with equivalent arguments; the first block's record is renamed for it instead
+(``block_renaming``): its own parameters and state numbers get proxies the prologue unpacks from
+the sibling's path (``h[7].attn.qkv.weight``), and every check the first block's reads produced
+is made on the sibling's reads.
+
+A call, in order:
+
+1. only a module read as an item of a module list, under symbolic values, at the trace's top
+   level, outside another block's recording, is a candidate; anything else is interpreted;
+2. the first candidate of a list is interpreted while its effects are recorded; the record is
+   kept only if everything the call changed is something the renaming copies (no mutation of a
+   pre-existing object, no in-place operator, no exception, no constraint changed in place but
+   the called-modules check, no numbers read from outside the arguments), else each sibling is
+   interpreted, and ``explain`` says why;
+3. a later candidate of the list is paired with the first (``block_correspondence``: same class,
+   every value its forward can read equal or the same object, two distinct sets of tensors,
+   none read before through another path) and its arguments matched with the first's (the
+   same sizes, dtypes and grad flags, the same non-tensor values); any difference interprets it;
+4. a stamp appends the renamed bound symbols to the trace, adds the renamed guards, constraints
+   and producers, has the called-modules check cover the sibling's submodules, and returns the
+   renamed result.
+
+The switch: ``METATRACE_STAMP_BLOCKS=0`` in the environment, or :func:`stamping` (tests compare
+both ways). What was stamped and what was interpreted, and why, is in ``explain()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+from thunder.core.interpreter import PseudoInst, ProvenanceRecord, WrappedValue, wrap
+from thunder.core.prims import OpTags
+from thunder.core.proxies import Proxy, TensorProxy, NumberProxy
+from thunder.core.trace import get_tracectx
+
+from metatrace.guards import provenance
+from metatrace.interpret.modules import block_correspondence
+from metatrace.interpret.modules.block_correspondence import NotACopy
+from metatrace.interpret.modules.block_renaming import NotRenamable, Renaming
+from metatrace.state import compile_context
+from metatrace.state.block_stamping import SETTINGS
+from metatrace.state.compile_session import current_jit_ctx, session
+from metatrace.state.view_families import VIEW_FAMILIES
+
+
+@dataclass(eq=False)
+class Recording:
+    """What a call made that is not in an append-only list (logged as it happens)."""
+
+    called_modules: list = field(default_factory=list)  # (module, provenance record) per check added
+
+
+@dataclass(eq=False)
+class Template:
+    """The first block of a list, as recorded, or why it is not stamped (``refused``)."""
+
+    module: Any
+    record: ProvenanceRecord
+    path: str
+    wrapped_before: set
+    arguments: list
+    refused: str | None = None
+    names_before: set = field(default_factory=set)
+    bsyms: list = field(default_factory=list)
+    guards: list = field(default_factory=list)
+    recorded: list = field(default_factory=list)
+    constraints: list = field(default_factory=list)
+    called_modules: list = field(default_factory=list)
+    views: list = field(default_factory=list)
+    result: Any = None
+    read: Any = None  # block_correspondence.ReadPaths
+
+
+@dataclass(eq=False)
+class BlockStamps:
+    """One compile's blocks (the CompileSession's ``blocks``)."""
+
+    templates: dict = field(default_factory=dict)  # (list's record key, class) -> Template
+    recording: Recording | None = None
+    # (the block's path, the first block's path or None, why it was interpreted or None)
+    log: list = field(default_factory=list)
+
+
+def call(runtimectx, fn: WrappedValue, args: tuple, kwargs: dict, interpret):
+    """The module call ``fn(*args, **kwargs)``: stamped from its list's first block, or
+    ``interpret()`` (recording it when it is the first)."""
+    module = fn.value
+    if not SETTINGS.enabled or not isinstance(module, torch.nn.Module):
+        return interpret()
+    parent = _list_of(fn.provenance)
+    ctx = current_jit_ctx()
+    if parent is None or ctx is None or compile_context.collector() is None:
+        return interpret()
+    trace = get_tracectx()
+    if trace is None or len(trace.scopes) != 1:
+        return interpret()
+    compile_session = session(ctx)
+    blocks = compile_session.blocks
+    if blocks is None:
+        blocks = compile_session.blocks = BlockStamps()
+    if blocks.recording is not None:
+        return interpret()  # inside the first block of another list: part of its record
+    path = provenance.text(fn.provenance, compile_session.fn)
+    key = (parent, type(module))
+    template = blocks.templates.get(key)
+    if template is None:
+        return _record(blocks, key, ctx, compile_session, runtimectx, fn, args, kwargs, path, interpret)
+    if template.refused is not None:
+        blocks.log.append((path, template.path, template.refused))
+        return interpret()
+    try:
+        result = _stamp(template, ctx, compile_session, runtimectx, fn, args, kwargs)
+    except (NotACopy, NotRenamable) as e:
+        blocks.log.append((path, template.path, str(e)))
+        return interpret()
+    blocks.log.append((path, template.path, None))
+    return result
+
+
+def _list_of(pr) -> Any:
+    """The key of the module list ``pr`` reads an item of (``parent._modules[key]``), or None."""
+    if pr is None or pr.inst is not PseudoInst.BINARY_SUBSCR or len(pr.inputs) != 2:
+        return None
+    dict_pr, key_pr = pr.inputs
+    if dict_pr.inst is not PseudoInst.LOAD_ATTR or len(dict_pr.inputs) != 2:
+        return None
+    if dict_pr.inputs[1].inst is not PseudoInst.CONSTANT or dict_pr.inputs[1].value != "_modules":
+        return None
+    if key_pr.inst is not PseudoInst.CONSTANT or not isinstance(key_pr.value, str):
+        return None
+    return provenance.key(dict_pr)
+
+
+def _known(runtimectx):
+    wrappers = runtimectx._known_wrappers
+
+    def known(obj) -> bool:
+        cached = wrappers.get(id(obj))
+        w = cached[0]() if cached is not None else None
+        return w is not None and (w.value is obj or w.original_value is obj)
+
+    return known
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 2: the first block, recorded
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Before:
+    nb: int
+    last: Any
+    ng: int
+    nrec: int
+    constraints: list
+    names: set
+    leaves: int
+    callees: int
+    defaults: int
+    mutations: int
+    outputs: int
+    prologue: int
+    views: dict
+
+
+def _record(blocks, key, ctx, compile_session, runtimectx, fn, args, kwargs, path, interpret):
+    trace = get_tracectx()
+    collector = compile_context.collector()
+    module = fn.value
+    template = Template(module, fn.provenance, path, block_correspondence.wrapped_objects(module, _known(runtimectx)),
+                        [a.value if isinstance(a, WrappedValue) else a for a in (*args, *kwargs.values())])
+    before = _before(ctx, compile_session, collector, trace)
+    blocks.recording = recording = Recording()
+    try:
+        result = interpret()
+    finally:
+        blocks.recording = None
+    blocks.templates[key] = template
+    template.refused = _refusal(before, ctx, compile_session, collector, trace, result, tuple(kwargs))
+    if template.refused is None:
+        scope = trace.scopes[-1]
+        template.names_before = before.names
+        template.bsyms = scope[before.nb:]
+        template.guards = collector.guards[before.ng:]
+        template.recorded = list(collector.recorded.items())[before.nrec:]
+        template.constraints = ctx._constraints[len(before.constraints):]
+        template.called_modules = recording.called_modules
+        template.views = _new_views(before.views, VIEW_FAMILIES.get(trace, False))
+        template.result = result.value
+        template.read = _read_paths(template)
+    return result
+
+
+def _read_paths(template: Template) -> block_correspondence.ReadPaths:
+    """The paths below the first block that its record reads: the provenance of every proxy it
+    made (the prologue unpacks and checks each of them)."""
+    read = block_correspondence.ReadPaths()
+    seen: set[str] = set()
+    proxies = []
+    todo = [*template.bsyms, *(b for _, b in template.recorded)]
+    while todo:
+        b = todo.pop()
+        proxies.extend(b.flat_proxy_args)
+        proxies.extend(b.flat_proxy_outs)
+        todo.extend(b.subsymbols)
+    for g in template.guards:
+        proxies.extend(x for x in (g.lhs, g.rhs) if isinstance(x, Proxy))
+    for c in template.constraints:
+        proxies.extend(x for x in c if isinstance(x, Proxy))
+    # (the called-modules check reads hook dicts and tensors, which the pairing compares whole)
+    for p in proxies:
+        history = p if isinstance(p, ProvenanceRecord) else getattr(p, "history", None)
+        if isinstance(p, Proxy) and p.name in seen or not isinstance(history, ProvenanceRecord):
+            continue
+        if isinstance(p, Proxy):
+            seen.add(p.name)
+        path = _path_below(history, template.record)
+        if path is not _OUTSIDE:
+            read.add(path)
+    return read
+
+
+_OUTSIDE = object()
+
+
+def _path_below(pr: ProvenanceRecord, root: ProvenanceRecord) -> Any:
+    """The attribute and item names from ``root`` to ``pr`` (a tuple), ``_OUTSIDE`` when ``pr`` is
+    not read from ``root``, None when it is but not by names alone."""
+    steps = []
+    while pr is not root:
+        if (pr.inst in (PseudoInst.LOAD_ATTR, PseudoInst.BINARY_SUBSCR) and len(pr.inputs) == 2
+                and pr.inputs[1].inst is PseudoInst.CONSTANT):
+            steps.append(pr.inputs[1].value)
+            pr = pr.inputs[0]
+            continue
+        return None if _mentions(pr, root) else _OUTSIDE
+    return tuple(reversed(steps))
+
+
+def _mentions(pr: ProvenanceRecord, root: ProvenanceRecord) -> bool:
+    todo, seen = [pr], set()
+    while todo:
+        x = todo.pop()
+        if x is root:
+            return True
+        if id(x) not in seen:
+            seen.add(id(x))
+            todo.extend(x.inputs)
+    return False
+
+
+def _before(ctx, s, collector, trace) -> _Before:
+    scope = trace.scopes[-1]
+    families = VIEW_FAMILIES.get(trace, False)
+    return _Before(len(scope), scope[-1] if scope else None, len(collector.guards), len(collector.recorded),
+                   list(ctx._constraints), set(trace.names), len(s.number_leaves), len(s.callees),
+                   len(s.mutable_defaults), _mutations(s), sum(map(len, ctx._additional_outputs.values())),
+                   len(ctx.prologue_trace.bound_symbols),
+                   {} if families is None else {k: len(v) for k, v in families.views_of.items()})
+
+
+def _mutations(s) -> int:
+    log = s.mutations
+    return 0 if log is None else len(log.mutations) + len(log.snapshots) + len(log.sources)
+
+
+def _refusal(before: _Before, ctx, s, collector, trace, result, kwarg_names) -> str | None:
+    """Why the first block's record cannot be stamped, or None."""
+    if not isinstance(result, WrappedValue):
+        return "the first block raised"
+    if kwarg_names:
+        return "the block is called with keyword arguments"
+    scope = trace.scopes[-1]
+    if len(trace.scopes) != 1 or len(scope) < before.nb or (before.nb and scope[before.nb - 1] is not before.last):
+        return "the first block rewrote bound symbols recorded before it"
+    if s.raised is not None:
+        return "the first block raised"
+    if _mutations(s) != before.mutations:
+        return "the first block changes an object that existed before the call"
+    if len(s.number_leaves) != before.leaves or len(s.mutable_defaults) != before.defaults:
+        return "the first block reads numbers or defaults from outside its arguments and state"
+    if len(s.callees) != before.callees:
+        return "the first block calls functions read from its state"
+    if sum(map(len, ctx._additional_outputs.values())) != before.outputs:
+        return "the first block adds outputs to the trace"
+    if len(ctx.prologue_trace.bound_symbols) != before.prologue:
+        return "the first block writes to the prologue"
+    allowed = s.called_modules.constraint if s.called_modules is not None else None
+    now = ctx._constraints
+    if len(now) < len(before.constraints) or any(
+            a is not b and b is not allowed for a, b in zip(before.constraints, now)):
+        return "the first block changed a prologue constraint made before it"
+    for bsym in scope[before.nb:]:
+        if _in_place(bsym):
+            return f"the first block writes in place ({bsym.sym.name})"
+    if not _stampable_result(result.value):
+        return f"the first block returns a {type(result.value).__name__}"
+    return None
+
+
+def _in_place(bsym) -> bool:
+    todo = [bsym]
+    while todo:
+        b = todo.pop()
+        tags = getattr(b.sym, "tags", None) or ()
+        if OpTags.IN_PLACE in tags or b.sym.name.endswith("_") and not b.sym.name.startswith("_"):
+            return True
+        todo.extend(b.subsymbols)
+    return False
+
+
+def _stampable_result(value) -> bool:
+    if isinstance(value, (TensorProxy, NumberProxy)) or value is None:
+        return True
+    return type(value) is tuple and all(isinstance(v, (TensorProxy, NumberProxy)) or v is None for v in value)
+
+
+def _new_views(before: dict, families) -> list:
+    if families is None:
+        return []
+    out = []
+    for root_id, views in families.views_of.items():
+        start = before.get(root_id, 0)
+        if len(views) > start:
+            root = families.root_of.get(id(views[0]))
+            out.extend((root, v) for v in views[start:])
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps 3 and 4: a sibling, stamped
+# ---------------------------------------------------------------------------------------------
+
+
+def _stamp(template: Template, ctx, s, runtimectx, fn, args, kwargs):
+    if kwargs:
+        raise NotACopy("called with keyword arguments")
+    pairs = block_correspondence.pairs(template.module, fn.value, template.wrapped_before, _known(runtimectx),
+                                      template.read)
+    arguments = _matched_arguments(template.arguments, [a.value if isinstance(a, WrappedValue) else a for a in args])
+    trace = get_tracectx()
+    renaming = Renaming(trace, template.names_before, template.record, fn.provenance, arguments)
+    bsyms = [renaming.bsym(b) for b in template.bsyms]
+    recorded = [(b, name) for name, b in ((n, renaming.bsym(b)) for n, b in template.recorded)]
+    recorded = [(renaming.new_name(name), b) for b, name in recorded]
+    guards = [replace(g, lhs=renaming.value(g.lhs), rhs=renaming.value(g.rhs)) for g in template.guards]
+    constraints = [tuple(renaming.value(x) for x in c) for c in template.constraints]
+    views = [(renaming.value(root), renaming.value(v)) for root, v in template.views]
+    result = renaming.value(template.result)
+    # everything renamed: now the compile's lists change
+    trace.scopes[-1].extend(bsyms)
+    collector = compile_context.collector()
+    for name, b in recorded:
+        collector.recorded.setdefault(name, b)
+    for g in guards:
+        collector.add_stamped(g)
+    for c in constraints:
+        ctx.add_constraint(c)
+    if template.called_modules:
+        for module, pr in template.called_modules:
+            sibling = pairs.get(id(module))
+            if sibling is None:
+                raise AssertionError(f"a called module outside the block: {pr}")
+            s.called_modules.add(ctx, sibling, renaming.record(pr))
+    if views:
+        families = VIEW_FAMILIES.get(trace)
+        for root, v in views:
+            families.add_view(root, v)
+    return wrap(result, provenance=ProvenanceRecord(PseudoInst.OPAQUE, inputs=[fn.provenance]))
+
+
+def _matched_arguments(first: list, sibling: list) -> list:
+    """(the first block's proxy, the sibling's) per proxy argument; NotACopy where the arguments
+    could make the block's code take another path."""
+    if len(first) != len(sibling):
+        raise NotACopy(f"{len(sibling)} arguments where the first block had {len(first)}")
+    out = []
+    for i, (a, b) in enumerate(zip(first, sibling)):
+        if isinstance(a, TensorProxy) and isinstance(b, TensorProxy):
+            if (type(a) is not type(b) or a.dtype != b.dtype or a.device != b.device
+                    or a.requires_grad != b.requires_grad or len(a._shape) != len(b._shape)
+                    or any(_size(x) != _size(y) for x, y in zip(a._shape, b._shape))):
+                raise NotACopy(f"argument {i}: tensor {b} differs from the first block's {a}")
+            out.append((a, b))
+        elif isinstance(a, Proxy) or isinstance(b, Proxy):
+            if a is not b:
+                raise NotACopy(f"argument {i}: {b} where the first block had {a}")
+        elif a is not b and not (type(a) is type(b) and isinstance(a, (int, float, str, bool)) and a == b):
+            raise NotACopy(f"argument {i}: {type(b).__name__} {b!r:.40} where the first block had {a!r:.40}")
+    return out
+
+
+def _size(x) -> Any:
+    return ("proxy", x.name) if isinstance(x, Proxy) else ("value", x)
+
+
+@contextlib.contextmanager
+def stamping(enabled: bool):
+    """Blocks stamped (True) or every block interpreted (False) in the block."""
+    old, SETTINGS.enabled = SETTINGS.enabled, enabled
+    try:
+        yield
+    finally:
+        SETTINGS.enabled = old
