@@ -215,8 +215,9 @@ class _CalledModulesCheck:
 
     def add(self, ctx, module: torch.nn.Module, pr) -> None:
         blocks = session(ctx).blocks
-        if blocks is not None and blocks.recording is not None:
-            blocks.recording.called_modules.append((module, pr))  # replayed for a stamped sibling
+        if blocks is not None:
+            for recording in blocks.recordings:
+                recording.called_modules.append((module, pr))  # replayed for a stamped sibling
         if id(module) in self.seen:
             return
         self.seen.add(id(module))

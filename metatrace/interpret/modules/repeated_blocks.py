@@ -49,7 +49,9 @@ from metatrace.guards import provenance
 from metatrace.interpret.modules import block_correspondence
 from metatrace.interpret.modules.block_correspondence import NotACopy
 from metatrace.interpret.modules.block_renaming import NotRenamable, Renaming
+from metatrace.guards.value_checks import ExpectedPresence
 from metatrace.state import compile_context
+from metatrace.state.registry import EXPECTED
 from metatrace.state.block_stamping import SETTINGS
 from metatrace.state.compile_session import current_jit_ctx, session
 from metatrace.state.view_families import VIEW_FAMILIES
@@ -79,6 +81,7 @@ class Template:
     constraints: list = field(default_factory=list)
     called_modules: list = field(default_factory=list)
     views: list = field(default_factory=list)
+    callees: list = field(default_factory=list)
     result: Any = None
     read: Any = None  # block_correspondence.ReadPaths
 
@@ -88,7 +91,7 @@ class BlockStamps:
     """One compile's blocks (the CompileSession's ``blocks``)."""
 
     templates: dict = field(default_factory=dict)  # (list's record key, class) -> Template
-    recording: Recording | None = None
+    recordings: list = field(default_factory=list)  # the first blocks being interpreted, outermost first
     # (the block's path, the first block's path or None, why it was interpreted or None)
     log: list = field(default_factory=list)
 
@@ -110,8 +113,6 @@ def call(runtimectx, fn: WrappedValue, args: tuple, kwargs: dict, interpret):
     blocks = compile_session.blocks
     if blocks is None:
         blocks = compile_session.blocks = BlockStamps()
-    if blocks.recording is not None:
-        return interpret()  # inside the first block of another list: part of its record
     path = provenance.text(fn.provenance, compile_session.fn)
     key = (parent, type(module))
     template = blocks.templates.get(key)
@@ -168,7 +169,7 @@ class _Before:
     constraints: list
     names: set
     leaves: int
-    callees: int
+    callees: set
     defaults: int
     mutations: int
     outputs: int
@@ -181,15 +182,16 @@ def _record(blocks, key, ctx, compile_session, runtimectx, fn, args, kwargs, pat
     collector = compile_context.collector()
     module = fn.value
     template = Template(module, fn.provenance, path, block_correspondence.wrapped_objects(module, _known(runtimectx)),
-                        [a.value if isinstance(a, WrappedValue) else a for a in (*args, *kwargs.values())])
+                        _arguments(args, kwargs))
     before = _before(ctx, compile_session, collector, trace)
-    blocks.recording = recording = Recording()
+    recording = Recording()
+    blocks.recordings.append(recording)  # (a block inside, recorded or stamped, is part of this record too)
     try:
         result = interpret()
     finally:
-        blocks.recording = None
+        blocks.recordings.pop()
     blocks.templates[key] = template
-    template.refused = _refusal(before, ctx, compile_session, collector, trace, result, tuple(kwargs))
+    template.refused = _refusal(before, ctx, compile_session, collector, trace, result)
     if template.refused is None:
         scope = trace.scopes[-1]
         template.names_before = before.names
@@ -199,6 +201,7 @@ def _record(blocks, key, ctx, compile_session, runtimectx, fn, args, kwargs, pat
         template.constraints = ctx._constraints[len(before.constraints):]
         template.called_modules = recording.called_modules
         template.views = _new_views(before.views, VIEW_FAMILIES.get(trace, False))
+        template.callees = [k for k in compile_session.callees if k not in before.callees]
         template.result = result.value
         template.read = _read_paths(template)
     return result
@@ -219,6 +222,13 @@ def _read_paths(template: Template) -> block_correspondence.ReadPaths:
     for g in template.guards:
         proxies.extend(x for x in (g.lhs, g.rhs) if isinstance(x, Proxy))
     for c in template.constraints:
+        presence = EXPECTED.get(getattr(c[0], "value_id", None))
+        if type(presence) is ExpectedPresence and len(c) == 2 and isinstance(c[1], Proxy):
+            # hasattr(obj, name) reads one name (the pairing compares every __dict__'s keys)
+            path = _path_below(c[1].history, template.record)
+            if path is not _OUTSIDE:
+                read.add(None if path is None else (*path, presence.name))
+            continue
         proxies.extend(x for x in c if isinstance(x, Proxy))
     # (the called-modules check reads hook dicts and tensors, which the pairing compares whole)
     for p in proxies:
@@ -266,7 +276,7 @@ def _before(ctx, s, collector, trace) -> _Before:
     scope = trace.scopes[-1]
     families = VIEW_FAMILIES.get(trace, False)
     return _Before(len(scope), scope[-1] if scope else None, len(collector.guards), len(collector.recorded),
-                   list(ctx._constraints), set(trace.names), len(s.number_leaves), len(s.callees),
+                   list(ctx._constraints), set(trace.names), len(s.number_leaves), set(s.callees),
                    len(s.mutable_defaults), _mutations(s), sum(map(len, ctx._additional_outputs.values())),
                    len(ctx.prologue_trace.bound_symbols),
                    {} if families is None else {k: len(v) for k, v in families.views_of.items()})
@@ -277,12 +287,10 @@ def _mutations(s) -> int:
     return 0 if log is None else len(log.mutations) + len(log.snapshots) + len(log.sources)
 
 
-def _refusal(before: _Before, ctx, s, collector, trace, result, kwarg_names) -> str | None:
+def _refusal(before: _Before, ctx, s, collector, trace, result) -> str | None:
     """Why the first block's record cannot be stamped, or None."""
     if not isinstance(result, WrappedValue):
         return "the first block raised"
-    if kwarg_names:
-        return "the block is called with keyword arguments"
     scope = trace.scopes[-1]
     if len(trace.scopes) != 1 or len(scope) < before.nb or (before.nb and scope[before.nb - 1] is not before.last):
         return "the first block rewrote bound symbols recorded before it"
@@ -292,8 +300,6 @@ def _refusal(before: _Before, ctx, s, collector, trace, result, kwarg_names) -> 
         return "the first block changes an object that existed before the call"
     if len(s.number_leaves) != before.leaves or len(s.mutable_defaults) != before.defaults:
         return "the first block reads numbers or defaults from outside its arguments and state"
-    if len(s.callees) != before.callees:
-        return "the first block calls functions read from its state"
     if sum(map(len, ctx._additional_outputs.values())) != before.outputs:
         return "the first block adds outputs to the trace"
     if len(ctx.prologue_trace.bound_symbols) != before.prologue:
@@ -345,12 +351,16 @@ def _new_views(before: dict, families) -> list:
 # ---------------------------------------------------------------------------------------------
 
 
+def _arguments(args: tuple, kwargs: dict) -> tuple:
+    return (tuple(a.value if isinstance(a, WrappedValue) else a for a in args),
+            {k: v.value if isinstance(v, WrappedValue) else v for k, v in kwargs.items()})
+
+
 def _stamp(template: Template, ctx, s, runtimectx, fn, args, kwargs):
-    if kwargs:
-        raise NotACopy("called with keyword arguments")
     pairs = block_correspondence.pairs(template.module, fn.value, template.wrapped_before, _known(runtimectx),
                                       template.read)
-    arguments = _matched_arguments(template.arguments, [a.value if isinstance(a, WrappedValue) else a for a in args])
+    arguments = []
+    _match(template.arguments, _arguments(args, kwargs), "the arguments", arguments)
     trace = get_tracectx()
     renaming = Renaming(trace, template.names_before, template.record, fn.provenance, arguments)
     bsyms = [renaming.bsym(b) for b in template.bsyms]
@@ -375,6 +385,8 @@ def _stamp(template: Template, ctx, s, runtimectx, fn, args, kwargs):
             if sibling is None:
                 raise AssertionError(f"a called module outside the block: {pr}")
             s.called_modules.add(ctx, sibling, renaming.record(pr))
+    for key in template.callees:  # (the checks are among the constraints; these keys only spare repeats)
+        s.callees.add((id(pairs[key[0]]), *key[1:]) if type(key) is tuple and key and key[0] in pairs else key)
     if views:
         families = VIEW_FAMILIES.get(trace)
         for root, v in views:
@@ -382,25 +394,33 @@ def _stamp(template: Template, ctx, s, runtimectx, fn, args, kwargs):
     return wrap(result, provenance=ProvenanceRecord(PseudoInst.OPAQUE, inputs=[fn.provenance]))
 
 
-def _matched_arguments(first: list, sibling: list) -> list:
-    """(the first block's proxy, the sibling's) per proxy argument; NotACopy where the arguments
-    could make the block's code take another path."""
-    if len(first) != len(sibling):
-        raise NotACopy(f"{len(sibling)} arguments where the first block had {len(first)}")
-    out = []
-    for i, (a, b) in enumerate(zip(first, sibling)):
-        if isinstance(a, TensorProxy) and isinstance(b, TensorProxy):
-            if (type(a) is not type(b) or a.dtype != b.dtype or a.device != b.device
-                    or a.requires_grad != b.requires_grad or len(a._shape) != len(b._shape)
-                    or any(_size(x) != _size(y) for x, y in zip(a._shape, b._shape))):
-                raise NotACopy(f"argument {i}: tensor {b} differs from the first block's {a}")
-            out.append((a, b))
-        elif isinstance(a, Proxy) or isinstance(b, Proxy):
-            if a is not b:
-                raise NotACopy(f"argument {i}: {b} where the first block had {a}")
-        elif a is not b and not (type(a) is type(b) and isinstance(a, (int, float, str, bool)) and a == b):
-            raise NotACopy(f"argument {i}: {type(b).__name__} {b!r:.40} where the first block had {a!r:.40}")
-    return out
+def _match(a: Any, b: Any, where: str, out: list) -> None:
+    """Appends (the first block's tensor, the sibling's) for each tensor argument; NotACopy where
+    the arguments could make the block's code take another path (another size, dtype, grad flag,
+    number or object)."""
+    if isinstance(a, TensorProxy) and isinstance(b, TensorProxy):
+        if (type(a) is not type(b) or a.dtype != b.dtype or a.device != b.device
+                or a.requires_grad != b.requires_grad or len(a._shape) != len(b._shape)
+                or any(_size(x) != _size(y) for x, y in zip(a._shape, b._shape))):
+            raise NotACopy(f"{where}: tensor {b} differs from the first block's {a}")
+        out.append((a, b))
+    elif isinstance(a, Proxy) or isinstance(b, Proxy):
+        if a is not b:
+            raise NotACopy(f"{where}: {b} where the first block had {a}")
+    elif type(a) is not type(b):
+        raise NotACopy(f"{where}: a {type(b).__name__} where the first block had a {type(a).__name__}")
+    elif type(a) in (tuple, list):
+        if len(a) != len(b):
+            raise NotACopy(f"{where}: {len(b)} items where the first block had {len(a)}")
+        for i, (x, y) in enumerate(zip(a, b)):
+            _match(x, y, f"{where}[{i}]", out)
+    elif type(a) is dict:
+        if list(a) != list(b):
+            raise NotACopy(f"{where}: keys {list(b)} where the first block had {list(a)}")
+        for k in a:
+            _match(a[k], b[k], f"{where}[{k!r}]", out)
+    elif a is not b and not (isinstance(a, (int, float, str, bool)) and a == b):
+        raise NotACopy(f"{where}: {b!r:.40} where the first block had {a!r:.40}")
 
 
 def _size(x) -> Any:
