@@ -21,7 +21,7 @@ import logging
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import thunder
@@ -48,6 +48,19 @@ class EntryGuards:
     index: int
     guards: list[CheckText]
     verbose: bool = False
+    # the newest entry's compile: (block, first block it was stamped from, None or why it was
+    # interpreted) per module call that had a first block (metatrace.interpret.modules.repeated_blocks)
+    blocks: list = field(default_factory=list)
+
+    @property
+    def stamped(self) -> list[str]:
+        """The blocks the compile stamped from their list's first block instead of interpreting."""
+        return [b for b, _, why in self.blocks if why is None]
+
+    @property
+    def interpreted(self) -> dict[str, str]:
+        """The blocks with a first block that were interpreted anyway, and why."""
+        return {b: why for b, _, why in self.blocks if why is not None}
 
     @property
     def on_inputs(self) -> list[str]:
@@ -70,7 +83,15 @@ class EntryGuards:
         else:
             lines = self.on_inputs + [_summary(kind, texts) for kind, texts in self.on_state.items()]
         body = "\n".join(f"  {g}" for g in lines) or "  (no guards)"
-        return f"cache entry {self.index}:\n{body}"
+        return f"cache entry {self.index}:\n{body}{self._blocks_text()}"
+
+    def _blocks_text(self) -> str:
+        if not self.blocks:
+            return ""
+        stamped = dict.fromkeys(_family(b) for b in self.stamped)
+        lines = [f"\n  blocks: {len(self.stamped)} stamped ({', '.join(list(stamped)[:3])})"] if self.stamped else []
+        lines += [f"\n  interpreted {b}: {why}" for b, why in list(self.interpreted.items())[:8 if not self.verbose else None]]
+        return "".join(lines)
 
 
 TENSORS, VALUES = "module tensors", "module values"
@@ -244,9 +265,11 @@ def explain(jitted_fn, verbose: bool = False) -> list[EntryGuards]:
     cs = thunder.compile_stats(jitted_fn)
     if cs is None:
         raise ValueError("not a thunder.jit function")
+    record = function_record(cs)
+    newest = len(cs.interpreter_cache) - 1
     return [
         EntryGuards(i, list(dict.fromkeys(entry_checks(entry.prologue_traces[-1], _jitted_function(jitted_fn)))),
-                    verbose)
+                    verbose, list(record.stamped_blocks) if record is not None and i == newest else [])
         for i, entry in enumerate(cs.interpreter_cache)
     ]
 

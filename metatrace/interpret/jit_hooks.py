@@ -75,6 +75,7 @@ def collecting(ctx):
     record = function_record()
     if record is not None:
         record.interpreted_codes = codes
+        record.stamped_blocks = [] if compile_session.blocks is None else compile_session.blocks.log
 
 
 def check_defaults(ctx, fn) -> None:

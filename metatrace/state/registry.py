@@ -49,6 +49,9 @@ class FunctionRecord:
     # the code objects the last compile interpreted (interpret.jit_hooks; read by metatrace.entry_cache
     # when that compile's entry is stored)
     interpreted_codes: set = field(default_factory=set)
+    # the last compile's module calls stamped from a first block, and those interpreted with why
+    # (interpret.modules.repeated_blocks: (path, first block's path, None or why); read by explain)
+    stamped_blocks: list = field(default_factory=list)
 
 
 _RECORDS = WeakTable(FunctionRecord)  # CompileStats -> FunctionRecord
