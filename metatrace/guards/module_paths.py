@@ -34,15 +34,15 @@ from thunder.core.symbol import Symbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 
 from metatrace.patching import Patch, attribute
+from metatrace.state.process_tables import DOTTED_PATH_NAMES
 
 _Module = torch.nn.Module
-_PATHS: dict[str, tuple[str, ...]] = {}  # dotted path -> its names (the prologue passes constants)
 
 
 def _names(path: str) -> tuple[str, ...]:
-    names = _PATHS.get(path)
+    names = DOTTED_PATH_NAMES.get(path)
     if names is None:
-        names = _PATHS[path] = tuple(path.split(".")) if path else ()
+        names = DOTTED_PATH_NAMES[path] = tuple(path.split(".")) if path else ()
     return names
 
 

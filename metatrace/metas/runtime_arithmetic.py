@@ -20,7 +20,7 @@ import thunder.core.prims as prims
 from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.proxies import pyval as thunder_pyval
 
-from metatrace.state.weak_tables import IdentityTable
+from metatrace.state.object_tables import OFFSET_CHAINS
 from metatrace.metas import number_ops, unbacked
 from metatrace.metas.folds import MISSING, fold_add, fold_floordiv, fold_mod, fold_mul, fold_sub, is_symbolic_int
 from metatrace.metas.record_state import current_recorder
@@ -104,16 +104,13 @@ def _record_unbacked(sym, *args):  # an operand has no value: neither has the re
 
 
 # ---------------------------------------------------------------------------------------------
-# Chains of constant offsets
+# Chains of constant offsets (each number's chain: state.object_tables.OFFSET_CHAINS)
 # ---------------------------------------------------------------------------------------------
-
-# a number recorded as ``base + total`` -> [base, total, the recorder it was recorded in]
-_OFFSETS = IdentityTable(list)
 
 
 def forget_offset(a) -> None:
     """``a`` is no longer folded through its chain of offsets (its base lives in another trace)."""
-    entry = _OFFSETS.get(a, create=False)
+    entry = OFFSET_CHAINS.get(a, create=False)
     if entry:
         entry.clear()
 
@@ -123,7 +120,7 @@ def _offset(a, k: int):
     ``(x + 1) - 1`` is ``x`` and ``(x + 1) + 2`` is ``x + 3``, so shape formulas like
     ``(stop - start + stride - 1) // stride`` record only what they compute."""
     recorder = current_recorder()
-    base, total, scope = _OFFSETS.get(a, create=False) or (a, 0, recorder)
+    base, total, scope = OFFSET_CHAINS.get(a, create=False) or (a, 0, recorder)
     if scope is not recorder:  # the chain's base may not be bound in this scope: start from a
         base, total = a, 0
     total += k
@@ -137,11 +134,11 @@ def _offset(a, k: int):
                 out = base + total if total > 0 else base - (-total)
         else:
             out = _record_unbacked(prims.add, base, total) if total > 0 else _record_unbacked(prims.sub, base, -total)
-        _OFFSETS.get(out)[:] = (base, total, recorder)
+        OFFSET_CHAINS.get(out)[:] = (base, total, recorder)
         return out
     value = thunder_pyval(base) + total
     out = record_op(prims.add, value, base, total) if total > 0 else record_op(prims.sub, value, base, -total)
-    _OFFSETS.get(out)[:] = (base, total, recorder)
+    OFFSET_CHAINS.get(out)[:] = (base, total, recorder)
     return out
 
 

@@ -32,7 +32,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy
 from metatrace.state import compile_context
 from metatrace.metas import concretizations, oblivious_answers
 from metatrace.metas.relations import Relation
-from metatrace.state.weak_tables import IdentityTable
+from metatrace.state.object_tables import NO_VALUE_OPS, NO_VALUE_PRODUCERS
 
 
 class _Tag:
@@ -231,14 +231,6 @@ def converted(a: NumberProxy, dtype, /) -> NumberProxy:
     return numberproxy(python_type, None)
 
 
-# first number operand -> {(op name, operands): (weak references to the number operands, the
-# result)} for every number op recorded on a number with no value: re-running a meta outside a
-# compile (thunder's ``check_trace``) computes ``n + n`` again, and only the recorded symbol equals
-# the output size it checks against (no value tells a new symbol from it). Operands are keyed by
-# identity.
-_OPS = IdentityTable(dict)
-
-
 def _op_key(name: str, args) -> tuple:
     return (name, *((id(a), "p") if isinstance(a, NumberProxy) else (a, type(a).__name__) for a in args))
 
@@ -247,8 +239,8 @@ def remember_op(name: str, args, out) -> None:
     """``out`` is the recorded ``name(*args)`` (an operand has no value)."""
     operands = [a for a in args if isinstance(a, NumberProxy)]
     if operands:
-        _OPS.get(operands[0])[_op_key(name, args)] = (tuple(weakref.ref(a) for a in operands), out)
-    _PRODUCERS.get(out)[:] = (name, tuple(args))
+        NO_VALUE_OPS.get(operands[0])[_op_key(name, args)] = (tuple(weakref.ref(a) for a in operands), out)
+    NO_VALUE_PRODUCERS.get(out)[:] = (name, tuple(args))
 
 
 def product_outside_compile(a, b) -> IntegerProxy:
@@ -262,16 +254,11 @@ def product_outside_compile(a, b) -> IntegerProxy:
     return out
 
 
-# result -> [op name, operands] of the number ops recorded on a number with no value: what
-# :func:`fold_division` reads a product's factors from.
-_PRODUCERS = IdentityTable(list)
-
-
 def _factors(x, limit: int = 16) -> list:
     """``x`` as the factors of the product chain that computed it (``[n, C]`` for ``n * C``)."""
     if not isinstance(x, NumberProxy) or x.value is not None or not limit:
         return [x]
-    if entry := _PRODUCERS.get(x, create=False):
+    if entry := NO_VALUE_PRODUCERS.get(x, create=False):
         name, args = entry
     elif (bsym := concretizations.producer_of(x)) is not None:  # thunder's own number op (a numel)
         name, args = bsym.sym.name, bsym.args
@@ -340,7 +327,7 @@ def fold_division(name: str, a, b):
 def recorded_op(name: str, args):
     """The symbol recorded for ``name(*args)`` during the compile, or None."""
     operands = [a for a in args if isinstance(a, NumberProxy)]
-    known = _OPS.get(operands[0], create=False) if operands else None
+    known = NO_VALUE_OPS.get(operands[0], create=False) if operands else None
     entry = None if known is None else known.get(_op_key(name, args))
     if entry is None:
         return None

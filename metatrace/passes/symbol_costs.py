@@ -45,6 +45,7 @@ from thunder.core.symbol import BoundSymbol, Symbol
 
 from metatrace.patching import Patch, attribute
 from metatrace.proxies.plain_trees import PLAIN_LEAVES, plain_leaves
+from metatrace.state.process_tables import META_SIGNATURES
 
 _LEAVES = PLAIN_LEAVES
 
@@ -234,19 +235,16 @@ class _Signature:
         self.positional = len(kinds) if plain else None
 
 
-_SIGNATURES: dict = {}  # meta -> _Signature (metas live as long as their symbols: for the process)
-
-
 def _normalize(original):
     def normalize(self, *args, **kwargs):
         meta = self.meta
         assert meta is not None
         try:
-            found = _SIGNATURES.get(meta)
+            found = META_SIGNATURES.get(meta)
         except TypeError:  # an unhashable callable
             return original(self, *args, **kwargs)
         if found is None:
-            found = _SIGNATURES[meta] = _Signature(meta)
+            found = META_SIGNATURES[meta] = _Signature(meta)
         if not kwargs and len(args) == found.positional:
             return args, {}
         ba = found.signature.bind(*args, **kwargs)

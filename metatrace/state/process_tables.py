@@ -34,6 +34,18 @@ class SwitchIntervalHandoff:
 
 HANDOFF = SwitchIntervalHandoff()
 
+# dotted module path -> its names, for the process (bounded by the paths of the parameters and
+# submodules prologues read) (metatrace.guards.module_paths)
+DOTTED_PATH_NAMES: dict[str, tuple[str, ...]] = {}
+
+# module name -> whether it is library code (installed package or standard library), for the
+# process (bounded by the modules imported) (metatrace.interpret.reads.library_code)
+LIBRARY_MODULES: dict[str, bool] = {}
+
+# a Symbol's meta -> its signature and positional count (metatrace.passes.symbol_costs), for the
+# process: metas live as long as their symbols, which thunder keeps for the process
+META_SIGNATURES: dict = {}
+
 # per thread: the jitted model whose ``generate`` (a method that calls forward) is running, while
 # it runs (module_methods: nested calls are not redirected again)
 RUNNING_MODEL_METHODS = threading.local()

@@ -704,14 +704,83 @@ def test_the_hook_check_sees_two_modules_wrapping_one_target():
 
 # The compile's and the process's state lives in state/ (issue 55), each table with its lifetime:
 # outside it, a module-level container is a constant table (an UPPER_CASE name, filled at import),
-# never a weak table, a thread-local or a ``global`` rebinding. Any left outside would be listed
-# here, each with why it is not moved yet: the list may only shrink. (Not seen: an UPPER_CASE table
-# written after import, such as guards/module_paths' _PATHS: the name claims a constant the scan
-# cannot check.)
+# never a weak or identity table, a thread-local, a ``global`` rebinding, or a table (of any name)
+# that a function writes after import. Any left outside would be listed here, each with why it is
+# not moved yet: the list may only shrink.
 STATE_OUTSIDE_STATE: set[str] = set()
 
 _MUTABLE_MAKERS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter", "count"}
-_WEAK_OR_LOCAL = {"WeakKeyDictionary", "WeakValueDictionary", "WeakSet", "local", "WeakTable"}
+_WEAK_OR_LOCAL = {"WeakKeyDictionary", "WeakValueDictionary", "WeakSet", "local", "WeakTable", "IdentityTable"}
+# methods that change a container in place: ``TABLE.setdefault(k, v)`` in a function is a write after import
+_MUTATING_METHODS = {"append", "appendleft", "extend", "insert", "add", "update", "setdefault", "clear", "pop",
+                     "popitem", "popleft", "remove", "discard", "sort", "reverse"}
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _module_level_names(tree: ast.Module) -> set[str]:
+    return {n.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+def _in_scope(scope: ast.AST):
+    """The nodes of ``scope``'s body, not descending into the functions and classes it defines."""
+    for node in ast.iter_child_nodes(scope):
+        yield node
+        if not isinstance(node, _SCOPES):
+            yield from _in_scope(node)
+
+
+def _local_names(fn: ast.AST) -> set[str]:
+    """The names a function binds itself (parameters, assignments, imports, nested definitions),
+    less those it declares ``global``."""
+    args = fn.args
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
+    declared = set()
+    for node in _in_scope(fn):
+        if isinstance(node, ast.Global):
+            declared.update(node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names - declared
+
+
+def _written_name(node: ast.AST) -> str | None:
+    """The name a statement or call changes in place: ``NAME[k] = v`` (also augmented, ``del``,
+    ``NAME[a][b] = v``) or ``NAME.append(x)`` and the other mutating methods."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+        targets = [node.target] if isinstance(node, ast.AugAssign) else node.targets
+        subscripts = [t for t in targets if isinstance(t, ast.Subscript)]
+        target = subscripts[0] if subscripts else None
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATING_METHODS:
+        target = node.func.value
+    else:
+        return None
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def _written_after_import(tree: ast.Module) -> list[str]:
+    """The module's own module-level names that a function body changes in place (a name the
+    function binds itself is its local, and not the module's)."""
+    module_names, found = _module_level_names(tree), []
+
+    def visit(scope: ast.AST, shadowed: set[str]) -> None:
+        for node in _in_scope(scope):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(node, (shadowed or set()) | _local_names(node))
+            elif isinstance(node, ast.ClassDef):
+                visit(node, shadowed)
+            elif shadowed is not None and (name := _written_name(node)) in module_names and name not in shadowed:
+                found.append(name)
+
+    visit(tree, None)  # (None: at module level, the import itself fills its tables)
+    return list(dict.fromkeys(found))
 
 
 def _module_state(tree: ast.Module) -> list[str]:
@@ -728,6 +797,7 @@ def _module_state(tree: ast.Module) -> list[str]:
                     continue
                 if maker in _WEAK_OR_LOCAL or ((container or maker in _MUTABLE_MAKERS) and not t.id.lstrip("_").isupper()):
                     found.append(t.id)
+    found += [name for name in _written_after_import(tree) if name not in found]
     found += [f"global {name}" for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names]
     return found
 
@@ -742,3 +812,22 @@ def test_state_lives_in_state():
 def test_the_state_check_sees_a_thread_local_and_a_lowercase_table():
     tree = ast.parse("import threading\nSEEN = {}\n_local = threading.local()\n_cache = {}\nNAMES = ('a',)\n")
     assert _module_state(tree) == ["_local", "_cache"]
+
+
+def test_the_state_check_sees_each_write_after_import():
+    forms = {"ITEM": "ITEM[k] = v", "NESTED": "NESTED[a][b] = v", "AUG": "AUG[k] += 1", "DELETED": "del DELETED[k]",
+             **{f"M_{m.upper()}": f"M_{m.upper()}.{m}(x)" for m in ("append", "add", "update", "setdefault", "clear",
+                                                                    "pop")}}
+    source = "".join(f"{name} = {{}}\n" for name in forms) + "".join(
+        f"def f{i}(x, k=0, v=0, a=0, b=0):\n    {write}\n" for i, write in enumerate(forms.values()))
+    assert _module_state(ast.parse(source)) == list(forms)
+    # not writes after import: filled at import, a local of the same name, a method's own table,
+    # a table imported from state/, a table only read
+    quiet = ("TABLE = {}\nTABLE['a'] = 1\nREAD = {}\nfrom metatrace.state.object_tables import SHARED\n"
+             "def f(TABLE):\n    TABLE['b'] = 2\n    SHARED.clear()\n    return READ.get(1)\n"
+             "def g():\n    TABLE = {}\n    TABLE.update(x=1)\n"
+             "class C:\n    def m(self):\n        self.TABLE.append(1)\n")
+    assert _module_state(ast.parse(quiet)) == []
+    # a nested function's write reaches the module's table past its enclosing function
+    nested = "TABLE = {}\ndef f():\n    def g():\n        TABLE.add(1)\n    return g\n"
+    assert _module_state(ast.parse(nested)) == ["TABLE"]

@@ -25,12 +25,13 @@ import sys
 import sysconfig
 import types
 
+from metatrace.state.process_tables import LIBRARY_MODULES
+
 _INSTALL_PATHS = tuple(
     sorted({os.path.realpath(p) + os.sep
             for key in ("stdlib", "platstdlib", "purelib", "platlib")
             if (p := sysconfig.get_paths().get(key))})
 )
-_BY_NAME: dict[str, bool] = {}  # module name -> is code (bounded by the modules imported)
 
 
 def _module_file_is_installed(module: types.ModuleType) -> bool:
@@ -53,9 +54,9 @@ def is_library_module(module: types.ModuleType) -> bool:
     name = getattr(module, "__name__", None)
     if not isinstance(name, str):
         return False
-    known = _BY_NAME.get(name)
+    known = LIBRARY_MODULES.get(name)
     if known is None:
-        known = _BY_NAME[name] = _module_file_is_installed(module)
+        known = LIBRARY_MODULES[name] = _module_file_is_installed(module)
     return known
 
 
@@ -64,7 +65,7 @@ def is_library_module_name(name: object) -> bool:
     a name with no imported module (``__main__`` run by ``exec``, a generated function) is not."""
     if not isinstance(name, str):
         return False
-    known = _BY_NAME.get(name)
+    known = LIBRARY_MODULES.get(name)
     if known is not None:
         return known
     module = sys.modules.get(name)

@@ -37,23 +37,17 @@ from thunder.core.proxies import TensorProxy
 from metatrace.metas import runtime, unbacked
 from metatrace.metas.torch_ops import data_dependent_ops, torch_lookasides
 from metatrace.patching import Patch
-from metatrace.state.weak_tables import IdentityTable
+from metatrace.state.object_tables import SHARED_INDICES
+
 
 def _nonzero_op(a: TensorProxy):
     """``(indices, count)`` of ``a`` (``metatrace_nonzero``)."""
     return data_dependent_ops.call("metatrace_nonzero", a)
 
 
-# tensor proxy -> {flattened?: its indices}: ``x[m] - y[m]`` reads the indices of
-# ``m`` once, so both results have the same length symbol (two calls would have two counts, and
-# broadcasting them would ask whether they are equal). Emptied by every in-place op (thunder keeps
-# the proxy of a tensor written in place, or of its alias, until its functionalization pass).
-_SHARED = IdentityTable(dict)
-
-
 def _shared(a: TensorProxy, flat: bool) -> TensorProxy:
     """The indices of ``a`` (``flat``: of ``a`` flattened, 1-d), made once per tensor proxy."""
-    known = _SHARED.get(a)
+    known = SHARED_INDICES.get(a)
     if flat in known:
         return known[flat]
     if flat:
@@ -71,12 +65,12 @@ def _indices(a: TensorProxy) -> TensorProxy:
 
 def sharing() -> bool:
     """Some tensor's indices are shared (the in-place check is skipped otherwise)."""
-    return len(_SHARED) > 0
+    return len(SHARED_INDICES) > 0
 
 
 def written_in_place() -> None:
     """An in-place op was traced: no tensor's indices are shared past it."""
-    _SHARED.clear()
+    SHARED_INDICES.clear()
 
 
 def _flat_indices(mask: TensorProxy) -> TensorProxy:

@@ -32,21 +32,16 @@ from thunder.core.transforms import nondifferentiable_vjp_symbols
 from metatrace.state import compile_context
 from metatrace.metas import unbacked
 from metatrace.patching import Patch, item, member
-from metatrace.state.weak_tables import IdentityTable
-from metatrace.state.object_tables import DATA_DEPENDENT_OPERATORS
-
-# first operand -> {operator name: the size a bound symbol of the operator outputs for it}: every such bound symbol is remembered as it is made
-# (BoundSymbol.__post_init__, metatrace.proxies.number_concretizations), including the copies executor
-# passes make with renamed inputs.
-_BOUND = IdentityTable(dict)
+from metatrace.state.object_tables import BOUND_SIZES, DATA_DEPENDENT_OPERATORS
 
 
+# an operator's output size for its first operand: state.object_tables.BOUND_SIZES
 def remember(bsym) -> None:
     """Called for every bound symbol made: remembers an operator's size for its first operand."""
     if bsym.sym.id not in _BY_NAME or not bsym.args or not isinstance(bsym.output, tuple):
         return
     a, size = bsym.args[0], bsym.output[-1]
-    _BOUND.get(a)[bsym.sym.id] = size
+    BOUND_SIZES.get(a)[bsym.sym.id] = size
 
 
 def _size_for(name: str, a, counting: tuple | None):
@@ -56,7 +51,7 @@ def _size_for(name: str, a, counting: tuple | None):
     has no value to recompute, only its symbol. During a compile every call makes a new size (a
     proxy written in place between two reads is still the same proxy there)."""
     if not compile_context.interpreting():
-        known = _BOUND.get(a, create=False)
+        known = BOUND_SIZES.get(a, create=False)
         if known is not None and name in known:
             return known[name]
     return unbacked.new_size(counting=counting, op=name, source=a if counting is not None else None)
