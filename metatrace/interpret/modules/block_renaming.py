@@ -15,7 +15,7 @@ from typing import Any
 
 from thunder.core.interpreter import ProvenanceRecord
 from thunder.core.jit_ext import _infer_name_postfix_from_provenance
-from thunder.core.proxies import CollectionProxy, Proxy, TensorProxy, variableify
+from thunder.core.proxies import CollectionProxy, Proxy, TensorProxy
 
 from metatrace.metas import proxy_edits
 
@@ -30,9 +30,8 @@ class Renaming:
         self.trace = trace
         self.names_before = names_before
         self.records: dict[int, ProvenanceRecord] = {id(root): sibling_root}
-        # the first block's proxy name -> the sibling's proxy; the same as thunder's swap map
+        # the first block's proxy name -> the sibling's proxy
         self.proxies: dict[str, Proxy] = {old.name: new for old, new in arguments}
-        self.swap: dict = {variableify(old): new for old, new in arguments if old is not new}
         self._bsyms: dict[int, Any] = {}
 
     def record(self, pr: Any) -> Any:
@@ -68,7 +67,6 @@ class Renaming:
         shape = tuple(self.value(s) for s in p._shape) if isinstance(p, TensorProxy) else None
         new = proxy_edits.renamed_copy(p, self._name(p, new_history), new_history, shape)
         self.proxies[p.name] = new
-        self.swap[variableify(p)] = new
         return new
 
     def new_name(self, name: str) -> str:
@@ -109,6 +107,12 @@ class Renaming:
             for p in (*b.flat_proxy_args, *b.flat_proxy_outs):
                 self.proxy(p)
             todo.extend(b.subsymbols)
-        new = bsym.from_bsym_swap_proxies(self.swap)
+        new = self._copy(bsym)
         self._bsyms[id(bsym)] = new
         return new
+
+    def _copy(self, b):
+        # (not thunder's ``from_bsym_swap_proxies``: it follows chains, and a sibling's argument is
+        # often the first block's output, which the map also renames)
+        return b.from_bsym(args=self.value(b.args), kwargs=self.value(b.kwargs), output=self.value(b.output),
+                           subsymbols=[self._copy(s) for s in b.subsymbols])

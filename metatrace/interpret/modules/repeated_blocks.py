@@ -90,7 +90,7 @@ class Template:
 class BlockStamps:
     """One compile's blocks (the CompileSession's ``blocks``)."""
 
-    templates: dict = field(default_factory=dict)  # (list's record key, class) -> Template
+    templates: dict = field(default_factory=dict)  # (list's record key, class) -> [Template]
     recordings: list = field(default_factory=list)  # the first blocks being interpreted, outermost first
     # (the block's path, the first block's path or None, why it was interpreted or None)
     log: list = field(default_factory=list)
@@ -115,19 +115,31 @@ def call(runtimectx, fn: WrappedValue, args: tuple, kwargs: dict, interpret):
         blocks = compile_session.blocks = BlockStamps()
     path = provenance.text(fn.provenance, compile_session.fn)
     key = (parent, type(module))
-    template = blocks.templates.get(key)
-    if template is None:
-        return _record(blocks, key, ctx, compile_session, runtimectx, fn, args, kwargs, path, interpret)
-    if template.refused is not None:
-        blocks.log.append((path, template.path, template.refused))
+    templates = blocks.templates.setdefault(key, [])
+    reasons = []
+    for template in templates:
+        if template.refused is not None:
+            reasons.append(template.refused)
+            continue
+        try:
+            result = _stamp(template, ctx, compile_session, runtimectx, fn, args, kwargs)
+        except (NotACopy, NotRenamable) as e:
+            reasons.append(str(e))
+            continue
+        blocks.log.append((path, template.path, None))
+        return result
+    if templates:
+        blocks.log.append((path, templates[0].path, "; ".join(dict.fromkeys(reasons))))
+    if len(templates) >= MAX_TEMPLATES or any(t.refused is not None for t in templates):
         return interpret()
-    try:
-        result = _stamp(template, ctx, compile_session, runtimectx, fn, args, kwargs)
-    except (NotACopy, NotRenamable) as e:
-        blocks.log.append((path, template.path, str(e)))
-        return interpret()
-    blocks.log.append((path, template.path, None))
-    return result
+    # the first block of the list, or one called with other arguments (the first took the
+    # model's input, the next ones the previous block's output): recorded for those after it
+    return _record(templates, ctx, compile_session, runtimectx, fn, args, kwargs, path, interpret)
+
+
+# Records kept per list and class: a block whose arguments or state match none of them is
+# interpreted (and recorded, while there are fewer).
+MAX_TEMPLATES = 3
 
 
 def _list_of(pr) -> Any:
@@ -177,7 +189,7 @@ class _Before:
     views: dict
 
 
-def _record(blocks, key, ctx, compile_session, runtimectx, fn, args, kwargs, path, interpret):
+def _record(templates, ctx, compile_session, runtimectx, fn, args, kwargs, path, interpret):
     trace = get_tracectx()
     collector = compile_context.collector()
     module = fn.value
@@ -185,12 +197,13 @@ def _record(blocks, key, ctx, compile_session, runtimectx, fn, args, kwargs, pat
                         _arguments(args, kwargs))
     before = _before(ctx, compile_session, collector, trace)
     recording = Recording()
+    blocks = compile_session.blocks
     blocks.recordings.append(recording)  # (a block inside, recorded or stamped, is part of this record too)
     try:
         result = interpret()
     finally:
         blocks.recordings.pop()
-    blocks.templates[key] = template
+    templates.append(template)
     template.refused = _refusal(before, ctx, compile_session, collector, trace, result)
     if template.refused is None:
         scope = trace.scopes[-1]
@@ -359,11 +372,14 @@ def _arguments(args: tuple, kwargs: dict) -> tuple:
 def _stamp(template: Template, ctx, s, runtimectx, fn, args, kwargs):
     pairs = block_correspondence.pairs(template.module, fn.value, template.wrapped_before, _known(runtimectx),
                                       template.read)
-    arguments = []
-    _match(template.arguments, _arguments(args, kwargs), "the arguments", arguments)
+    arguments, numbers = [], {}
+    _match(template.arguments, _arguments(args, kwargs), "the arguments", arguments, numbers)
+    arguments += [(x, numbers[name]) for name, x in template_numbers(template.arguments).items()
+                  if numbers.get(name) is not None and numbers[name] is not x]
     trace = get_tracectx()
     renaming = Renaming(trace, template.names_before, template.record, fn.provenance, arguments)
     bsyms = [renaming.bsym(b) for b in template.bsyms]
+    _check_kept_sizes(template, renaming, {n for n, y in numbers.items() if y.name != n})
     recorded = [(b, name) for name, b in ((n, renaming.bsym(b)) for n, b in template.recorded)]
     recorded = [(renaming.new_name(name), b) for b, name in recorded]
     guards = [replace(g, lhs=renaming.value(g.lhs), rhs=renaming.value(g.rhs)) for g in template.guards]
@@ -394,16 +410,20 @@ def _stamp(template: Template, ctx, s, runtimectx, fn, args, kwargs):
     return wrap(result, provenance=ProvenanceRecord(PseudoInst.OPAQUE, inputs=[fn.provenance]))
 
 
-def _match(a: Any, b: Any, where: str, out: list) -> None:
-    """Appends (the first block's tensor, the sibling's) for each tensor argument; NotACopy where
-    the arguments could make the block's code take another path (another size, dtype, grad flag,
-    number or object)."""
+def _match(a: Any, b: Any, where: str, out: list, numbers: dict) -> None:
+    """Appends (the first block's tensor, the sibling's) for each tensor argument, and maps the
+    first block's numbers (sizes, number arguments) to the sibling's (``numbers``: name -> the
+    sibling's proxy); NotACopy where the arguments could make the block's code take another path
+    (another dtype, grad flag, value of a number, a constant size for a symbol, a symbol for two)."""
     if isinstance(a, TensorProxy) and isinstance(b, TensorProxy):
         if (type(a) is not type(b) or a.dtype != b.dtype or a.device != b.device
-                or a.requires_grad != b.requires_grad or len(a._shape) != len(b._shape)
-                or any(_size(x) != _size(y) for x, y in zip(a._shape, b._shape))):
+                or a.requires_grad != b.requires_grad or len(a._shape) != len(b._shape)):
             raise NotACopy(f"{where}: tensor {b} differs from the first block's {a}")
+        for i, (x, y) in enumerate(zip(a._shape, b._shape)):
+            _match_number(x, y, f"{where}.shape[{i}]", numbers)
         out.append((a, b))
+    elif isinstance(a, NumberProxy) or isinstance(b, NumberProxy):
+        _match_number(a, b, where, numbers)
     elif isinstance(a, Proxy) or isinstance(b, Proxy):
         if a is not b:
             raise NotACopy(f"{where}: {b} where the first block had {a}")
@@ -413,14 +433,62 @@ def _match(a: Any, b: Any, where: str, out: list) -> None:
         if len(a) != len(b):
             raise NotACopy(f"{where}: {len(b)} items where the first block had {len(a)}")
         for i, (x, y) in enumerate(zip(a, b)):
-            _match(x, y, f"{where}[{i}]", out)
+            _match(x, y, f"{where}[{i}]", out, numbers)
     elif type(a) is dict:
         if list(a) != list(b):
             raise NotACopy(f"{where}: keys {list(b)} where the first block had {list(a)}")
         for k in a:
-            _match(a[k], b[k], f"{where}[{k!r}]", out)
+            _match(a[k], b[k], f"{where}[{k!r}]", out, numbers)
     elif a is not b and not (isinstance(a, (int, float, str, bool)) and a == b):
         raise NotACopy(f"{where}: {b!r:.40} where the first block had {a!r:.40}")
+
+
+def _match_number(x: Any, y: Any, where: str, numbers: dict) -> None:
+    """A number of the first block's arguments (a size, a number argument) against the sibling's:
+    two symbols of one value and type pair up (the first block's record is renamed to the
+    sibling's symbol), each of the first block's symbols with one of the sibling's; constants
+    must be equal."""
+    if isinstance(x, NumberProxy) and isinstance(y, NumberProxy):
+        if type(x) is not type(y) or x.value != y.value or x.python_type is not y.python_type:
+            raise NotACopy(f"{where}: {y} where the first block had {x}")
+        paired = numbers.setdefault(x.name, y)
+        if paired is not y and paired.name != y.name:
+            raise NotACopy(f"{where}: {y} where the first block's {x} stands for {paired} elsewhere")
+    elif isinstance(x, NumberProxy) or isinstance(y, NumberProxy) or x != y or type(x) is not type(y):
+        raise NotACopy(f"{where}: {y!r} where the first block had {x!r}")
+
+
+def template_numbers(arguments: Any) -> dict:
+    """The number proxies among the first block's arguments and their sizes, by name."""
+    found: dict = {}
+    todo = [arguments]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, TensorProxy):
+            todo.extend(x._shape)
+        elif isinstance(x, NumberProxy):
+            found.setdefault(x.name, x)
+        elif type(x) in (tuple, list):
+            todo.extend(x)
+        elif type(x) is dict:
+            todo.extend(x.values())
+    return found
+
+
+def _check_kept_sizes(template: Template, renaming: Renaming, renamed: set) -> None:
+    """Where a size of the arguments is renamed (the sibling's input has its own symbol), no
+    tensor the record keeps as it is (one read from outside the block) may have that size: it
+    would keep the first block's symbol where the record's operations assume the sibling's."""
+    if not renamed:
+        return
+    todo = list(template.bsyms)
+    while todo:
+        b = todo.pop()
+        for p in (*b.flat_proxy_args, *b.flat_proxy_outs):
+            if isinstance(p, TensorProxy) and renaming.proxy(p) is p and any(
+                    isinstance(d, NumberProxy) and d.name in renamed for d in p._shape):
+                raise NotACopy(f"{p.name}, read from outside the block, has the size the sibling renames")
+        todo.extend(b.subsymbols)
 
 
 def _size(x) -> Any:
