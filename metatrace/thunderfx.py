@@ -168,7 +168,7 @@ def _answered_once(original):
     @functools.wraps(original)
     def is_node_supported_by_thunder(node, thunder_options):
         found = SUPPORT.get(node)
-        if found is not None and found[0] == id(thunder_options):
+        if found is not None and found[0] is thunder_options:
             return found[1]
         answer = None
         if _traced_custom_op(node):
@@ -177,7 +177,7 @@ def _answered_once(original):
             answer = _auto_registered_answer(node, thunder_options)
         if answer is None:
             answer = original(node, thunder_options)
-        SUPPORT[node] = (id(thunder_options), answer)
+        SUPPORT[node] = (thunder_options, answer)  # (the options held: an id could be another's once freed)
         return answer
 
     return is_node_supported_by_thunder

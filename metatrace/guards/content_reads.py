@@ -64,10 +64,11 @@ CONTENT_FREE = frozenset({
 
 @dataclass(eq=False)
 class ContentReads:
-    """One compile's watch over containers: ids of the containers the trace read (may include ids
-    of temporaries: a false 'read' only keeps a contents check), and the checks to settle."""
+    """One compile's watch over containers: the containers the trace read by id (each held beside
+    its id, so that a temporary's id is not another container's once it is freed), and the checks
+    to settle."""
 
-    read: set = field(default_factory=set)
+    read: dict = field(default_factory=dict)  # id(container) -> the container
     # (expected id, the container, its readable source); the container is held so its id stays its own
     pending: list = field(default_factory=list)
 
@@ -85,11 +86,11 @@ class ContentReads:
         if _only_writes(fn) and args and type(getattr(args[0], "value", None)) in _WRITABLE:
             containers = containers[1:]  # the target
         for c in containers:
-            self.read.add(id(c))
+            self.read[id(c)] = c
 
     def observe(self, container: Any) -> None:
         if type(container) in _WRITABLE:
-            self.read.add(id(container))
+            self.read[id(container)] = container
 
     def observe_reachable(self, result: Any, budget: int = 100_000) -> None:
         """Every container reachable from the function's result is read: thunder builds the
@@ -107,7 +108,7 @@ class ContentReads:
                 self.pending.clear()  # (nothing is relaxed)
                 return
             if type(x) in _WRITABLE:
-                self.read.add(id(x))
+                self.read[id(x)] = x
             if isinstance(x, dict):
                 todo.extend(x.keys())
                 todo.extend(x.values())

@@ -181,16 +181,34 @@ def replay(pr: Any, *, call: tuple[tuple, dict] | None = None, fn: Any = None) -
     return value
 
 
+class _SameObject:
+    """A key equal only to a key of the same object, which it holds: an ``id`` alone would name
+    another object once this one is freed (keys outlive the compile in
+    ``FunctionRecord.state_numbers``)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _SameObject and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
 def key(pr: ProvenanceRecord, depth: int = 0) -> Any:
     """A hashable key equal for records that read the same value the same way (instructions and
-    constants, not the interpreter's flags); by identity past MAX_DEPTH."""
+    constants, not the interpreter's flags); by identity past MAX_DEPTH (and for an unhashable
+    constant), holding the object (as a hashable constant is held)."""
     if depth > MAX_DEPTH:
-        return id(pr)
+        return _SameObject(pr)
     value = pr.value if pr.inst is PseudoInst.CONSTANT else None
     try:
         hash(value)
     except TypeError:
-        value = id(value)
+        value = _SameObject(value)
     return (pr.inst, value, tuple(key(i, depth + 1) for i in pr.inputs))
 
 

@@ -10,4 +10,6 @@ from __future__ import annotations
 
 import weakref
 
-SUPPORT = weakref.WeakKeyDictionary()  # torch.fx.Node -> (id of thunder's options, (supported, split reason))
+# torch.fx.Node -> (thunder's options it was asked with, (supported, split reason)); an entry goes
+# with its node, and holds the options (compared by identity) as long
+SUPPORT = weakref.WeakKeyDictionary()
