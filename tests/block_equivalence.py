@@ -43,7 +43,8 @@ def canonical_trace(trace) -> str:
         for p in (*b.flat_proxy_args, *b.flat_proxy_outs):
             note(p)
         todo.extend(reversed(b.subsymbols))
-    text = "\n".join(line for line in str(trace).splitlines()
+    text = re.sub(r"\s*\\\n\s*", " ", str(trace))  # (thunder wraps long lines where the names' lengths put it)
+    text = "\n".join(line for line in text.splitlines()
                      if not re.match(r"\s*# .*\.py:\d+", line) and not line.startswith("# Constructed by"))
     if names:
         pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")\b")
