@@ -82,7 +82,8 @@ def _assert_like_eager(model, jm, T: int) -> None:
     assert torch.allclose(out, expected, atol=1e-5), f"T={T}: outputs differ from eager"
     out.sum().backward()
     expected.sum().backward()
-    assert torch.allclose(x.grad, xr.grad, atol=1e-5), f"T={T}: the input's grad differs from eager"
+    assert (x.grad is None) == (xr.grad is None), f"T={T}: the input's grad is {x.grad is not None} in eager {xr.grad is not None}"
+    assert x.grad is None or torch.allclose(x.grad, xr.grad, atol=1e-5), f"T={T}: the input's grad differs from eager"
     for (name, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
         assert (p.grad is None) == (q.grad is None), f"T={T}: {name} has grad {p.grad is not None} in eager {q.grad is not None}"
         if p.grad is not None:
@@ -193,6 +194,65 @@ def test_a_first_block_that_writes_in_place_is_not_stamped():
     assert [float(b.calls) for b in model.blocks] == [1.0, 1.0, 1.0]
     stamped, interpreted = _blocks(jm)
     assert stamped == [] and "in place" in interpreted["self.blocks.1"], interpreted
+
+
+class StoresOnItself(Block):
+    def forward(self, x):
+        self.calls = getattr(self, "calls", 0) + 1  # a store into the module: replayed per block
+        return super().forward(x)
+
+
+def test_a_first_block_that_stores_into_its_module_is_not_stamped():
+    torch.manual_seed(0)
+    model = Stack([StoresOnItself() for _ in range(3)])
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    _assert_like_eager(model, jm, 5)
+    assert [b.calls for b in model.blocks] == [1, 1, 1]
+    assert _blocks(jm)[0] == [], _blocks(jm)
+
+
+class PartlyWithoutGrad(Stack):
+    def forward(self, x):
+        x = self.blocks[0](x)
+        x = self.blocks[1](x)
+        with torch.no_grad():
+            x = self.blocks[2](x)
+        return self.blocks[3](x)
+
+
+def test_a_block_called_under_another_grad_mode_is_interpreted():
+    torch.manual_seed(0)
+    model = PartlyWithoutGrad([Block() for _ in range(4)])
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    _assert_like_eager(model, jm, 5)
+    stamped, interpreted = _blocks(jm)
+    assert "grad mode" in interpreted.get("self.blocks.2", ""), (stamped, interpreted)
+
+
+class Dropping(Block):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(super().forward(x))
+
+
+def test_stamped_random_blocks_draw_their_own_numbers():
+    """Each stamped dropout reads and advances the random state as an interpreted one does."""
+    jitted = []
+    for enabled in (False, True):
+        torch.manual_seed(0)
+        model = Stack([Dropping() for _ in range(4)]).train()
+        jm = thunder.jit(model, cache=SYMBOLIC)
+        with stamping(enabled):
+            jm(torch.ones(2, 6, 8))
+        jitted.append(jm)
+    interpreted, stamped = jitted
+    assert "self.blocks.3" in _blocks(stamped)[0]
+    assert canonical_trace(thunder.last_traces(stamped)[-1]) == canonical_trace(thunder.last_traces(interpreted)[-1])
+    first, second = stamped(torch.ones(2, 6, 8)), stamped(torch.ones(2, 6, 8))
+    assert not torch.equal(first, second), "two calls drew the same numbers"
 
 
 class Widening(nn.Module):

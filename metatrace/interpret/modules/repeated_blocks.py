@@ -43,6 +43,7 @@ import torch
 from thunder.core.interpreter import PseudoInst, ProvenanceRecord, WrappedValue, wrap
 from thunder.core.prims import OpTags
 from thunder.core.proxies import Proxy, TensorProxy, NumberProxy
+from thunder.core.compile_data import get_compile_data
 from thunder.core.trace import get_tracectx
 
 from metatrace.guards import provenance
@@ -82,6 +83,7 @@ class Template:
     called_modules: list = field(default_factory=list)
     views: list = field(default_factory=list)
     callees: list = field(default_factory=list)
+    ambient: tuple = ()  # thunder's grad mode and autocast stack when the block was called
     result: Any = None
     read: Any = None  # block_correspondence.ReadPaths
 
@@ -195,6 +197,7 @@ def _record(templates, ctx, compile_session, runtimectx, fn, args, kwargs, path,
     module = fn.value
     template = Template(module, fn.provenance, path, block_correspondence.wrapped_objects(module, _known(runtimectx)),
                         _arguments(args, kwargs))
+    template.ambient = _ambient()
     before = _before(ctx, compile_session, collector, trace)
     recording = Recording()
     blocks = compile_session.blocks
@@ -205,6 +208,8 @@ def _record(templates, ctx, compile_session, runtimectx, fn, args, kwargs, path,
         blocks.recordings.pop()
     templates.append(template)
     template.refused = _refusal(before, ctx, compile_session, collector, trace, result)
+    if template.refused is None and _ambient() != template.ambient:
+        template.refused = "the first block leaves grad mode or autocast changed"
     if template.refused is None:
         scope = trace.scopes[-1]
         template.names_before = before.names
@@ -369,7 +374,16 @@ def _arguments(args: tuple, kwargs: dict) -> tuple:
             {k: v.value if isinstance(v, WrappedValue) else v for k, v in kwargs.items()})
 
 
+def _ambient() -> tuple:
+    """What thunder's symbols read besides their arguments: grad mode (``torch.no_grad()``) and
+    the autocast regions the call is in."""
+    cd = get_compile_data()
+    return (cd.is_grad_enabled, tuple(cd.autocast_stack.stack)) if cd is not None else ()
+
+
 def _stamp(template: Template, ctx, s, runtimectx, fn, args, kwargs):
+    if _ambient() != template.ambient:
+        raise NotACopy("called under another grad mode or autocast than the first block")
     pairs = block_correspondence.pairs(template.module, fn.value, template.wrapped_before, _known(runtimectx),
                                       template.read)
     arguments, numbers = [], {}
