@@ -14,20 +14,35 @@ is made on the sibling's reads.
 
 A call, in order:
 
-1. only a module read as an item of a module list, under symbolic values, at the trace's top
-   level, outside another block's recording, is a candidate; anything else is interpreted;
-2. the first candidate of a list is interpreted while its effects are recorded; the record is
-   kept only if everything the call changed is something the renaming copies (no mutation of a
+1. only a module read as an item of its parent's ``_modules`` (a list's layer, a named
+   submodule), under symbolic values, at the trace's top level, is a candidate; anything else is
+   interpreted;
+2. the candidate is tried against the records kept for its list and class: paired with the
+   recorded block (``block_correspondence``: same class, every value its forward read equal,
+   every other object the same, two distinct sets of tensors, none read before through another
+   path), called under the same grad mode and autocast, with matching arguments (the same
+   dtypes, grad flags and values; a size may be another symbol of the same value, which the
+   record is renamed to); the first record that fits is stamped (step 4);
+3. a candidate no record fits is interpreted and, while its list has fewer than
+   ``MAX_TEMPLATES`` records, recorded: the first block of a list, and the second where the first
+   took the model's input (other sizes than the previous block's output). A record is kept
+   only if everything the call changed is something the renaming copies (no mutation of a
    pre-existing object, no in-place operator, no exception, no constraint changed in place but
-   the called-modules check, no numbers read from outside the arguments), else each sibling is
-   interpreted, and ``explain`` says why;
-3. a later candidate of the list is paired with the first (``block_correspondence``: same class,
-   every value its forward can read equal or the same object, two distinct sets of tensors,
-   none read before through another path) and its arguments matched with the first's (the
-   same sizes, dtypes and grad flags, the same non-tensor values); any difference interprets it;
+   the called-modules check, no numbers read from outside the arguments and state, grad mode
+   and autocast as they were), else the list's later blocks are interpreted, and ``explain``
+   says why;
 4. a stamp appends the renamed bound symbols to the trace, adds the renamed guards, constraints
    and producers, has the called-modules check cover the sibling's submodules, and returns the
    renamed result.
+
+A record recorded inside another (an attention inside the first layer) is part of the outer
+one too: stamping the second layer stamps its attention with it.
+
+What is not equivalent to interpreting: the first block's first reads of a shared value (a
+function object a global also names) made checks that an interpreted sibling, finding the
+wrapper thunder's interpreter cached, does not make; the stamp makes them on the sibling's own
+path. The prologue checks the same values or more, never fewer (tests/interpret/test_repeated_blocks.py
+compares both ways on litgpt and Hugging Face models).
 
 The switch: ``METATRACE_STAMP_BLOCKS=0`` in the environment, or :func:`stamping` (tests compare
 both ways). What was stamped and what was interpreted, and why, is in ``explain()``.
