@@ -379,7 +379,8 @@ def test_disable_leaves_nothing_else_changed_in_thunder(enable_disable_snapshots
 
 
 # Exceptions that never reach a user: caught inside metatrace where they are raised.
-INTERNAL_EXCEPTIONS = {"Unprojectable", "_AsRecorded"}
+INTERNAL_EXCEPTIONS = {"Unprojectable", "_AsRecorded",
+                       "NotACopy", "NotRenamable"}  # (a block is interpreted instead of stamped: never raised to a user)
 
 
 def test_every_error_metatrace_raises_to_a_user_is_a_metatrace_error():

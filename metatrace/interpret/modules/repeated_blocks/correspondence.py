@@ -42,7 +42,7 @@ class NotACopy(Exception):
     """The sibling differs from the template where a read could see it: the reason, with the path."""
 
 
-def pairs(template: torch.nn.Module, sibling: torch.nn.Module, wrapped_before: set, known,
+def paired_objects(template: torch.nn.Module, sibling: torch.nn.Module, wrapped_before: set, known,
           read: "ReadPaths") -> dict[int, Any]:
     """``id(object of the template) -> the sibling's object at the same place``, over every
     tensor, submodule and container the template reaches (the roots included). Raises NotACopy
