@@ -103,9 +103,10 @@ values with metatrace disabled, alternated ``--litgpt-repeats`` times, medians a
 18. depth (issue 53): how the first call grows with the model's depth. The first call of a fresh
     model, a new process per measurement (as warm-start's; METATRACE_ENTRY_CACHE=0, a fresh empty
     TORCHINDUCTOR_CACHE_DIR; imports, ``enable()`` and the model's construction excluded), at each
-    of ``--depth-layers`` (default 2, 8, 16), for metatrace (symbolic values), stock thunder
-    (constant values, metatrace not enabled; a model stock cannot run is said so in its row) and
-    ``torch.compile(backend="aot_eager")``. Workloads: the HF Llama training step of issue 53
+    of ``--depth-layers`` (default 2, 8, 16), for metatrace (symbolic values, repeated blocks
+    stamped), metatrace with every block interpreted ("unstamped": METATRACE_STAMP_BLOCKS=0),
+    stock thunder (constant values, metatrace not enabled; a model stock cannot run is said so in
+    its row) and ``torch.compile(backend="aot_eager")`` (``--depth-modes`` picks some). Workloads: the HF Llama training step of issue 53
     (hidden 64, intermediate 128, 4 heads, 2 kv heads, vocab 128, ``use_cache=False``, T=16) and
     litgpt's ``--litgpt-config`` training step (T=32) at that depth. Per mode and depth: the first
     call, and for thunder the interpretation (``compile_stats``' tracing interval) and the rest
@@ -1040,7 +1041,9 @@ def bench_thunderfx(config: str, repeats: int, workloads: list[str]) -> None:
               flush=True)
 
 
-DEPTH_MODES = ("metatrace", "stock", "aot_eager")
+# "unstamped": metatrace with every block interpreted (METATRACE_STAMP_BLOCKS=0), beside the
+# default that stamps a list's later blocks from its first (metatrace.interpret.modules.repeated_blocks)
+DEPTH_MODES = ("metatrace", "unstamped", "stock", "aot_eager")
 
 
 def _depth_workloads(config: str) -> dict[str, str]:
@@ -1066,6 +1069,8 @@ def _run_depth(spec: str) -> None:
     import torch._dynamo  # noqa: F401  (imported before the clock starts, as thunder is)
 
     name, layers, mode = spec.split(":")
+    if mode == "unstamped":
+        mode = "metatrace"  # (its process has METATRACE_STAMP_BLOCKS=0)
     if mode == "metatrace":
         with metatrace.enable():  # the rewritten metas loaded, as a user's enable() at startup
             pass
@@ -1088,7 +1093,8 @@ def _depth_process(name: str, layers: int, mode: str) -> dict:
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="bench-depth-inductor-") as inductor:
-        env = dict(os.environ, METATRACE_ENTRY_CACHE="0", TORCHINDUCTOR_CACHE_DIR=inductor)
+        env = dict(os.environ, METATRACE_ENTRY_CACHE="0", TORCHINDUCTOR_CACHE_DIR=inductor,
+                   METATRACE_STAMP_BLOCKS="0" if mode == "unstamped" else "1")
         try:
             return _child_process("--depth-run", f"{name}:{layers}:{mode}", env, f"depth {name} {layers} {mode}")
         except RuntimeError as e:
@@ -1104,14 +1110,14 @@ def _slope(points: list[tuple[int, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
 
 
-def bench_depth(config: str, depths: list[int], repeats: int) -> None:
+def bench_depth(config: str, depths: list[int], repeats: int, modes: tuple = DEPTH_MODES) -> None:
     """How the first call grows with depth (issue 53): a fresh process per measurement (section 18)."""
     workloads = _depth_workloads(config)
-    runs = {(name, layers, mode): [] for name in workloads for layers in depths for mode in DEPTH_MODES}
+    runs = {(name, layers, mode): [] for name in workloads for layers in depths for mode in modes}
     for repeat in range(repeats):
         for layers in depths:
             for name in workloads:
-                for mode in DEPTH_MODES:
+                for mode in modes:
                     r = _depth_process(name, layers, mode)
                     runs[name, layers, mode].append(r)
                     done = (f"first call {r['first']:.2f} s" if "first" in r else f"failed: {r['error']}")
@@ -1157,6 +1163,11 @@ def bench_depth(config: str, depths: list[int], repeats: int) -> None:
             parts.append(f"cost per added layer (least squares over {','.join(map(str, sorted(ours)))} layers): "
                          f"metatrace {s_ours:.2f} s, aot_eager {s_aot:.2f} s, ratio {s_ours / s_aot:.2f}  "
                          f"(target <= 1; per interval {steps})")
+        for d in depths:
+            if (name, d, "metatrace") in med and (name, d, "unstamped") in med:
+                parts.append(f"stamping at {d} layers: first call {med[name, d, 'metatrace'][0]:.2f} s against "
+                             f"{med[name, d, 'unstamped'][0]:.2f} s with every block interpreted, ratio "
+                             f"{med[name, d, 'metatrace'][0] / med[name, d, 'unstamped'][0]:.3f}")
         for d in depths:
             if (name, d, "metatrace") not in med:
                 continue
@@ -1227,6 +1238,8 @@ def main() -> None:
     parser.add_argument("--thunderfx-run", help=argparse.SUPPRESS)  # one of thunderfx's processes
     parser.add_argument("--depth-layers", default="2,8,16",
                         help="the depth section's layer counts (comma-separated; issue 53's targets read 2 and 8)")
+    parser.add_argument("--depth-modes", default=",".join(DEPTH_MODES),
+                        help="the depth section's modes (comma-separated): metatrace, unstamped, stock, aot_eager")
     parser.add_argument("--depth-repeats", type=int, default=1,
                         help="repetitions of the depth section's processes (modes alternate)")
     parser.add_argument("--depth-run", help=argparse.SUPPRESS)  # one of depth's processes
@@ -1288,7 +1301,8 @@ def main() -> None:
     if "thunderfx" in sections:
         bench_thunderfx(config, args.thunderfx_repeats, args.thunderfx_workloads.split(","))
     if "depth" in sections:
-        bench_depth(config, sorted(int(d) for d in args.depth_layers.split(",")), args.depth_repeats)
+        bench_depth(config, sorted(int(d) for d in args.depth_layers.split(",")), args.depth_repeats,
+                    tuple(m for m in DEPTH_MODES if m in args.depth_modes.split(",")))
 
 
 if __name__ == "__main__":
