@@ -11,7 +11,6 @@ during and after enable().
 from __future__ import annotations
 
 import inspect
-import sys
 
 from metatrace import entry_cache, patching, thunderfx
 from metatrace.codegen import cache
@@ -53,7 +52,7 @@ from metatrace.guards.explain import configure_from_environment
 from metatrace.codegen.loader import load
 from metatrace.metas.recording import executor_meta, fallback_meta, recording_meta
 from metatrace.codegen.version import warn_if_untested
-from metatrace.patching import SYMBOL_METAS, Patch, attribute
+from metatrace.patching import SYMBOL_METAS, Patch, attribute, thunder_symbols
 from metatrace.state.process_tables import INSTALL, Installation
 
 __all__ = ["enable", "disable", "is_enabled", "applied_patches", "SYMBOL_METAS"]
@@ -106,20 +105,9 @@ def _executor_meta_patches(ported: set[int]) -> list[Patch]:
 def _executor_symbols_with_own_metas(swapped: set[int]) -> list:
     """Opaque symbols whose metas are not prims' (torchex's ``max_pool2d_with_indices``, executors'
     symbols registered ``like=`` a torch-level function): their shape arithmetic is recorded too.
-    They live in executors' op maps and as module globals of thunder's executors and transforms."""
-    from thunder.core.symbol import Symbol
-    from thunder.extend import get_all_executors
-
-    candidates = [sym for ex in get_all_executors() for sym in getattr(ex, "opmap", {}).values()]
-    for name, module in list(sys.modules.items()):
-        if name.startswith("thunder.") and module is not None:
-            candidates.extend(v for v in vars(module).values() if isinstance(v, Symbol))
-    found, seen = [], set()
-    for sym in candidates:
-        if sym.is_prim and sym.meta is not None and id(sym) not in swapped and id(sym) not in seen:
-            seen.add(id(sym))
-            found.append(sym)
-    return found
+    They live in executors' op maps and as module globals of thunder's executors and transforms
+    (:func:`metatrace.patching.thunder_symbols`, each once)."""
+    return [sym for sym in thunder_symbols() if sym.is_prim and sym.meta is not None and id(sym) not in swapped]
 
 
 def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_fast_paths: bool = True) -> tuple:
