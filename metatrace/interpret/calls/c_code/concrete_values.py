@@ -30,6 +30,14 @@ class EagerSize(tuple):
     __slots__ = ()
 
 
+# Not the walk of :func:`metatrace.interpret.calls.c_code.eager_views.eager_view`, on purpose: that
+# one walks the interpreter's wrappers (``item_wrappers``, tracking an input's items) of the
+# containers thunder tracks (lists, tuples, dicts, namedtuples) and puts the proxies in where the
+# value holds plain numbers; this one walks the plain value C code is about to read, over every
+# container C code walks itself (sets, deques, slices, namespaces, a shape too), and takes the
+# proxies out (their values, guarded). A call into C code runs that walk, then this one; the opcode
+# handlers of eager_views run that walk only (a comparison of the proxies decides a guarded relation
+# where this walk would bake in each value).
 _SEQUENCES = frozenset({list, tuple, set, frozenset, collections.deque, EagerSize})
 _DICTS = frozenset({dict, collections.OrderedDict, collections.defaultdict, collections.Counter})
 

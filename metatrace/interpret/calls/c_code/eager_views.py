@@ -47,6 +47,12 @@ from metatrace.patching import Patch, item
 from metatrace.state import compile_context
 
 
+# Not the walk of :func:`metatrace.interpret.calls.c_code.concrete_values.concrete`, on purpose: this
+# one goes from the interpreter's wrappers to values, puts proxies in (an input's plain numbers
+# become the proxies the interpreter reads them as) and follows only the containers whose items
+# thunder tracks; that one goes over a plain value, takes proxies out (their values, guarded) and
+# follows every container C code walks itself. C code's calls run this walk, then that one; the
+# opcode handlers here run this one only (the proxies' own dunders then hash, format or compare).
 def _walked(t: type) -> bool:
     """Containers whose items thunder's interpreter tracks (a namedtuple is a tuple to it)."""
     return t is list or t is tuple or t is dict or (issubclass(t, tuple) and hasattr(t, "_fields"))
