@@ -11,6 +11,7 @@ prologue checks, the same computation and backward traces up to renaming.
 from __future__ import annotations
 
 import copy
+import enum
 import sys
 from pathlib import Path
 
@@ -367,3 +368,62 @@ def test_models_stamped_check_and_compute_as_interpreted(name):
     assert canonical_trace(thunder.last_traces(stamped)[-1]) == canonical_trace(thunder.last_traces(interpreted)[-1])
     assert canonical_trace(thunder.last_backward_traces(stamped)[-1]) == canonical_trace(
         thunder.last_backward_traces(interpreted)[-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated: every kind of value a block reads x read first through another path or not
+# ---------------------------------------------------------------------------------------------
+
+
+class Kind(enum.Enum):
+    A = 2
+    B = 3
+
+
+# kind -> (the value every block holds, the value one block gets instead, how forward uses it)
+READ_VALUES = {
+    "small int": (2, 3, lambda y, v: y * v),
+    "large int": (1000, 1001, lambda y, v: y * (v / 1000)),
+    "float": (0.5, 0.25, lambda y, v: y * v),
+    "string": ("relu", "tanh", lambda y, v: torch.relu(y) if v == "relu" else torch.tanh(y)),
+    "bool": (True, False, lambda y, v: y + 1 if v else y),
+    "None": (None, 2.0, lambda y, v: y if v is None else y * v),
+    "dtype": (torch.float32, torch.int32, lambda y, v: (y * 10).to(v).to(torch.float32)),
+    "tuple": ((1, 2), (1, 3), lambda y, v: y * v[1]),
+    "enum member": (Kind.A, Kind.B, lambda y, v: y * v.value),
+}
+
+
+class ReadsAValue(nn.Module):
+    def __init__(self, value, use):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.value, self.use = value, use
+
+    def forward(self, x):
+        return self.use(self.lin(x), self.value)
+
+
+class ReadsTheSameFirst(Stack):
+    def forward(self, x):
+        if self.first:
+            _ = self.shared  # the same object the blocks hold, read first through this path
+        return super().forward(x)
+
+
+@pytest.mark.parametrize("read_first", [False, True], ids=["own path", "read first elsewhere"])
+@pytest.mark.parametrize("kind", list(READ_VALUES))
+def test_a_read_value_that_differs_before_or_after_the_compile(kind, read_first):
+    value, other, use = READ_VALUES[kind]
+    torch.manual_seed(0)
+    model = ReadsTheSameFirst([ReadsAValue(value, use) for _ in range(4)])
+    model.first, model.shared = read_first, value
+    model.blocks[3].value = other  # differs before the compile: block 3 is interpreted
+    ref = copy.deepcopy(model)
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    x = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(jm(x), ref(x), atol=1e-5), "the differing block"
+    assert "self.blocks.2" in _blocks(jm)[0] and "self.blocks.3" in _blocks(jm)[1]
+    model.blocks[2].value = ref.blocks[2].value = other  # a stamped block changes after the compile
+    assert torch.allclose(jm(x), ref(x), atol=1e-5), "the stamped block changed"
+    assert thunder.cache_misses(jm) == 2
