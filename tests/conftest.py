@@ -86,6 +86,7 @@ MODULE_COSTS = {
     "test_warm_start.py": 130,  # (its two processes)
     "test_metatrace_sweep.py": 163,  # (44 of it computing stock thunder's constant-values baseline, cold cache)
     "test_distributed.py": 115,  # (its ranks' processes)
+    "test_repeated_blocks.py": 150,  # (5 models compiled stamped and interpreted: 90)
     "test_hf_generate.py": 105,
     "test_hf_generate_more.py": 105,  # (7 families by default, 2 compiles each)
     "test_litgpt.py": 100,
