@@ -130,12 +130,12 @@ def _list_of(pr) -> Any:
     return provenance.key(dict_pr)
 
 
-
 def _stamp(template: Template, ctx, s, runtimectx, fn, args, kwargs):
+    """Step 4: ``template`` renamed for the sibling ``fn`` and added to the compile; NotACopy
+    (before anything changes) where the sibling or its arguments do not fit the record."""
     if ambient() != template.ambient:
         raise NotACopy("called under another grad mode or autocast than the first block")
-    pairs = paired_objects(template.module, fn.value, template.wrapped_before, known(runtimectx),
-                                      template.read)
+    pairs = paired_objects(template.module, fn.value, template.wrapped_before, known(runtimectx), template.read)
     arguments, numbers = [], {}
     match(template.arguments, arguments_of(args, kwargs), "the arguments", arguments, numbers)
     arguments += [(x, numbers[name]) for name, x in template_numbers(template.arguments).items()
@@ -144,12 +144,19 @@ def _stamp(template: Template, ctx, s, runtimectx, fn, args, kwargs):
     renaming = Renaming(trace, template.names_before, template.record, fn.provenance, arguments)
     bsyms = [renaming.bsym(b) for b in template.bsyms]
     check_kept_sizes(template, renaming, {n for n, y in numbers.items() if y.name != n})
-    recorded = [(b, name) for name, b in ((n, renaming.bsym(b)) for n, b in template.recorded)]
-    recorded = [(renaming.new_name(name), b) for b, name in recorded]
+    recorded = []
+    for name, b in template.recorded:
+        b = renaming.bsym(b)
+        recorded.append((renaming.new_name(name), b))
     guards = [replace(g, lhs=renaming.value(g.lhs), rhs=renaming.value(g.rhs)) for g in template.guards]
     constraints = [tuple(renaming.value(x) for x in c) for c in template.constraints]
     views = [(renaming.value(root), renaming.value(v)) for root, v in template.views]
     result = renaming.value(template.result)
+    called = []
+    for module, pr in template.called_modules:
+        if id(module) not in pairs:
+            raise NotACopy(f"the first block called a module outside itself ({provenance.text(pr)})")
+        called.append((pairs[id(module)], renaming.record(pr)))
     # everything renamed: now the compile's lists change
     trace.scopes[-1].extend(bsyms)
     collector = compile_context.collector()
@@ -159,12 +166,8 @@ def _stamp(template: Template, ctx, s, runtimectx, fn, args, kwargs):
         collector.add_stamped(g)
     for c in constraints:
         ctx.add_constraint(c)
-    if template.called_modules:
-        for module, pr in template.called_modules:
-            sibling = pairs.get(id(module))
-            if sibling is None:
-                raise AssertionError(f"a called module outside the block: {pr}")
-            s.called_modules.add(ctx, sibling, renaming.record(pr))
+    for module, pr in called:
+        s.called_modules.add(ctx, module, pr)
     for key in template.callees:  # (the checks are among the constraints; these keys only spare repeats)
         s.callees.add((id(pairs[key[0]]), *key[1:]) if type(key) is tuple and key and key[0] in pairs else key)
     if views:
@@ -172,7 +175,6 @@ def _stamp(template: Template, ctx, s, runtimectx, fn, args, kwargs):
         for root, v in views:
             families.add_view(root, v)
     return wrap(result, provenance=ProvenanceRecord(PseudoInst.OPAQUE, inputs=[fn.provenance]))
-
 
 
 @contextlib.contextmanager
