@@ -92,6 +92,7 @@ MODULE_COSTS = {
     "test_litgpt.py": 100,
     "test_differential.py": 100,
     "test_thunderfx_models.py": 85,
+    "test_thunder_test_dynamo.py": 90,  # (thunder's own test_dynamo.py in a pytest process)
     "test_grad_sweep.py": 101,  # (14 of it computing stock thunder's baseline, cold cache)
     "test_fusion_executors.py": 70,
     "test_finetuning.py": 55,
