@@ -86,12 +86,18 @@ class EntryGuards:
         return f"cache entry {self.index}:\n{body}{self._blocks_text()}"
 
     def _blocks_text(self) -> str:
+        """One line for the blocks stamped (their families, outermost first) and how many were
+        interpreted; ``verbose``: a line per interpreted block with why."""
         if not self.blocks:
             return ""
-        stamped = dict.fromkeys(_family(b) for b in self.stamped)
-        lines = [f"\n  blocks: {len(self.stamped)} stamped ({', '.join(list(stamped)[:3])})"] if self.stamped else []
-        lines += [f"\n  interpreted {b}: {why}" for b, why in list(self.interpreted.items())[:8 if not self.verbose else None]]
-        return "".join(lines)
+        families = sorted(dict.fromkeys(_family(b) for b in self.stamped), key=lambda f: (f.count("."), f))
+        shown = ", ".join(families[:3]) + (f", +{len(families) - 3} more" if len(families) > 3 else "")
+        line = f"\n  blocks: {len(self.stamped)} stamped" + (f" ({shown})" if shown else "")
+        if not self.interpreted:
+            return line
+        if not self.verbose:
+            return f"{line}; {len(self.interpreted)} interpreted (explain(fn, verbose=True) says why)"
+        return line + "".join(f"\n  interpreted {b}: {why}" for b, why in self.interpreted.items())
 
 
 TENSORS, VALUES = "module tensors", "module values"

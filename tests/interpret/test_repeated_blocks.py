@@ -67,6 +67,11 @@ def _stack(n: int = 4, seed: int = 0, **per_block) -> Stack:
     return Stack(blocks)
 
 
+def _seeded(stack, block, n: int):
+    torch.manual_seed(0)
+    return stack([block() for _ in range(n)])
+
+
 def _x(T: int, seed: int = 1) -> torch.Tensor:
     return torch.randn(2, T, 8, generator=torch.Generator().manual_seed(seed), requires_grad=True)
 
@@ -90,6 +95,14 @@ def _assert_like_eager(model, jm, T: int) -> None:
         if p.grad is not None:
             assert torch.allclose(p.grad, q.grad, atol=1e-5), f"T={T}: {name}'s grad differs from eager"
     model.zero_grad(set_to_none=True)
+
+
+def _run(model, T: int = 5):
+    """``model`` jitted, checked against eager at length ``T``; the blocks its compile stamped
+    and those it interpreted (with why)."""
+    jm = thunder.jit(model, cache=SYMBOLIC)
+    _assert_like_eager(model, jm, T)
+    return _blocks(jm)
 
 
 def test_identical_blocks_are_stamped_and_match_eager_over_lengths():
@@ -147,9 +160,7 @@ def test_a_stamped_block_changed_after_the_compile_misses_the_entry(change):
 def test_a_hook_on_one_block_interprets_it():
     model = _stack()
     model.blocks[1].register_forward_hook(lambda m, args, out: out + 1)
-    jm = thunder.jit(model, cache=SYMBOLIC)
-    _assert_like_eager(model, jm, 5)
-    stamped, interpreted = _blocks(jm)
+    stamped, interpreted = _run(model)
     assert "self.blocks.1" in interpreted and "self.blocks.2" in interpreted, interpreted
 
 
@@ -168,11 +179,8 @@ class ReadsAWeightFirst(Stack):
 
 
 def test_a_tensor_read_before_through_another_path_is_not_stamped():
-    torch.manual_seed(0)
-    model = ReadsAWeightFirst([Block() for _ in range(4)])
-    jm = thunder.jit(model, cache=SYMBOLIC)
-    _assert_like_eager(model, jm, 5)
-    stamped, interpreted = _blocks(jm)
+    model = _seeded(ReadsAWeightFirst, Block, 4)
+    stamped, interpreted = _run(model)
     assert "another path" in interpreted.get("self.blocks.2", ""), interpreted
     assert "self.blocks.3" in stamped
 
@@ -188,12 +196,9 @@ class Counting(Block):
 
 
 def test_a_first_block_that_writes_in_place_is_not_stamped():
-    torch.manual_seed(0)
-    model = Stack([Counting() for _ in range(3)])
-    jm = thunder.jit(model, cache=SYMBOLIC)
-    _assert_like_eager(model, jm, 5)
+    model = _seeded(Stack, Counting, 3)
+    stamped, interpreted = _run(model)
     assert [float(b.calls) for b in model.blocks] == [1.0, 1.0, 1.0]
-    stamped, interpreted = _blocks(jm)
     assert stamped == [] and "in place" in interpreted["self.blocks.1"], interpreted
 
 
@@ -204,12 +209,10 @@ class StoresOnItself(Block):
 
 
 def test_a_first_block_that_stores_into_its_module_is_not_stamped():
-    torch.manual_seed(0)
-    model = Stack([StoresOnItself() for _ in range(3)])
-    jm = thunder.jit(model, cache=SYMBOLIC)
-    _assert_like_eager(model, jm, 5)
+    model = _seeded(Stack, StoresOnItself, 3)
+    stamped, interpreted = _run(model)
     assert [b.calls for b in model.blocks] == [1, 1, 1]
-    assert _blocks(jm)[0] == [], _blocks(jm)
+    assert stamped == [], interpreted
 
 
 class PartlyWithoutGrad(Stack):
@@ -222,11 +225,8 @@ class PartlyWithoutGrad(Stack):
 
 
 def test_a_block_called_under_another_grad_mode_is_interpreted():
-    torch.manual_seed(0)
-    model = PartlyWithoutGrad([Block() for _ in range(4)])
-    jm = thunder.jit(model, cache=SYMBOLIC)
-    _assert_like_eager(model, jm, 5)
-    stamped, interpreted = _blocks(jm)
+    model = _seeded(PartlyWithoutGrad, Block, 4)
+    stamped, interpreted = _run(model)
     assert "grad mode" in interpreted.get("self.blocks.2", ""), (stamped, interpreted)
 
 
@@ -270,9 +270,7 @@ class Widening(nn.Module):
 def test_a_block_called_with_other_sizes_is_interpreted():
     torch.manual_seed(0)
     model = Widening()
-    jm = thunder.jit(model, cache=SYMBOLIC)
-    _assert_like_eager(model, jm, 5)
-    stamped, interpreted = _blocks(jm)
+    stamped, interpreted = _run(model)
     assert "shape[1]" in interpreted["self.blocks.1"] and stamped == ["self.blocks.2"], (stamped, interpreted)
 
 

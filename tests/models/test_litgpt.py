@@ -187,7 +187,8 @@ def test_inference_entry_explains_in_at_most_20_lines(llama2_inference_entry):
 def test_inference_entry_verbose_lists_every_check(llama2_inference_entry):
     _, (entry,) = llama2_inference_entry
     verbose = dataclasses.replace(entry, verbose=True)
-    assert str(verbose) == f"cache entry {entry.index}:\n" + "\n".join(f"  {g}" for g in entry.guards)
+    listed = f"cache entry {entry.index}:\n" + "\n".join(f"  {g}" for g in entry.guards)
+    assert str(verbose).startswith(listed)  # (then the blocks the compile stamped)
 
 
 def test_inference_entry_summary_counts_the_module_checks(llama2_inference_entry):
