@@ -48,18 +48,15 @@ class EntryGuards:
     index: int
     guards: list[CheckText]
     verbose: bool = False
-    # the newest entry's compile: (block, first block it was stamped from, None or why it was
-    # interpreted) per module call that had a first block (metatrace.interpret.modules.repeated_blocks)
+    # the newest entry's (block, first block, None or why interpreted): interpret.modules.repeated_blocks
     blocks: list = field(default_factory=list)
 
     @property
-    def stamped(self) -> list[str]:
-        """The blocks the compile stamped from their list's first block instead of interpreting."""
+    def stamped(self) -> list[str]:  # the blocks stamped from their list's first block
         return [b for b, _, why in self.blocks if why is None]
 
     @property
-    def interpreted(self) -> dict[str, str]:
-        """The blocks with a first block that were interpreted anyway, and why."""
+    def interpreted(self) -> dict[str, str]:  # the blocks with a first block interpreted anyway, and why
         return {b: why for b, _, why in self.blocks if why is not None}
 
     @property
@@ -86,18 +83,15 @@ class EntryGuards:
         return f"cache entry {self.index}:\n{body}{self._blocks_text()}"
 
     def _blocks_text(self) -> str:
-        """One line for the blocks stamped (their families, outermost first) and how many were
-        interpreted; ``verbose``: a line per interpreted block with why."""
+        """The blocks stamped (families, outermost first), how many interpreted (verbose: why)."""
         if not self.blocks:
             return ""
         families = sorted(dict.fromkeys(_family(b) for b in self.stamped), key=lambda f: (f.count("."), f))
         shown = ", ".join(families[:3]) + (f", +{len(families) - 3} more" if len(families) > 3 else "")
         line = f"\n  blocks: {len(self.stamped)} stamped" + (f" ({shown})" if shown else "")
-        if not self.interpreted:
-            return line
-        if not self.verbose:
+        if not self.verbose and self.interpreted:
             return f"{line}; {len(self.interpreted)} interpreted (explain(fn, verbose=True) says why)"
-        return line + "".join(f"\n  interpreted {b}: {why}" for b, why in self.interpreted.items())
+        return line + "".join(f"\n  interpreted {b}: {why}" for b, why in self.interpreted.items() if self.verbose)
 
 
 TENSORS, VALUES = "module tensors", "module values"
