@@ -31,7 +31,7 @@ from metatrace.interpret.costs import fast_paths, gc_pacing_phases, interpreter_
 from metatrace.interpret.modules import module_methods, module_state, wrapper_copies
 from metatrace.interpret.opcodes import dict_literals
 from metatrace.interpret.reads import (
-    aliases, argument_reads, attribute_presence, attribute_reads, custom_getattribute, library_state, state_reads,
+    aliases, attribute_presence, attribute_reads, custom_getattribute, library_state, state_reads,
     tensor_metadata,
 )
 from metatrace.mutations import (
@@ -40,7 +40,7 @@ from metatrace.mutations import (
 from metatrace.passes import (
     distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs, view_writes,
 )
-from metatrace.metas import oblivious_sites, python_executor, raising_symbols
+from metatrace.metas import oblivious_sites, python_executor
 from metatrace.metas.torch_ops import (
     auto_registered, custom_ops, data_dependent, data_dependent_ops, histc, inplace_casts, inplace_methods,
     instance_norm, losses, multi_head_attention, torch_decompositions, torch_executor_fixes, torch_metas,
@@ -128,7 +128,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         fast_paths.patches if with_fast_paths else list,
         renames.patches,
         module_state.patches, wrapper_copies.patches,
-        eager_views.patches,  # (before the mutation records: they wrap its set updates)
+        eager_views.patches,
         # stores into pre-existing objects: recorded, undone after tracing, replayed by the epilogue
         mutation_records.patches, cell_stores.patches, mutation_replay.patches, returned_objects.patches,
         tracing_context.patches,  # (jit_ctx and interpret: guards collected, the undo, a raising call run eagerly)
@@ -139,7 +139,6 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         dict_literals.patches,
         values_as_text.patches, eager_sizes.patches, sequence_lookasides.patches,
         state_reads.patches, aliases.patches,
-        argument_reads.patches,
         attribute_presence.patches,
         tensor_metadata.patches,
         attribute_reads.patches,
@@ -155,7 +154,6 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         unbacked_shapes.patches,
         clang_math.patches,
         # torch-level metas; the python executor's number operators and the prologue's guard operators
-        raising_symbols.patches,
         string_constants.patches,
         torch_metas.patches,
         torch_decompositions.patches, losses.patches, instance_norm.patches, multi_head_attention.patches,
@@ -185,8 +183,9 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         entry_cache.patches,  # compiled entries stored on disk and loaded by a fresh process
         # jm.generate: a jitted module's methods that call forward run the compiled one
         module_methods.patches,
-        # thunder's size-oblivious sites enter themselves: every reference to them is wrapped, last,
-        # so that each wraps what the rows above installed there (metatrace's copies included)
+        # thunder's size-oblivious sites enter themselves: every reference to them that no row above
+        # made enter its site (proxies/' one wrappers of some do) is wrapped, last, so that
+        # each wraps what the rows above installed there
         oblivious_sites.patches,
     )
 

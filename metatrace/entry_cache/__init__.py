@@ -2,7 +2,16 @@
 loaded by a fresh process before it interprets anything, their prologues deciding hits as for any
 entry (``cache_list``: the hook into thunder's entry list; ``stored_entry``: what an entry needs in
 another process; ``stable_refs``: how objects are named across processes; ``program_key`` and
-``code_files``: what must be the same for a stored entry to apply; ``entry_files``: the disk)."""
+``code_files``: what must be the same for a stored entry to apply; ``entry_files``: the disk).
+
+metatrace's one wrapper of torch.compile's region builder (``torch_compile.make_compiled``) is
+here, past passes/; its steps, in order:
+
+1. the region's bound symbols name no number outputs
+   (:func:`metatrace.passes.fusion_regions.bound_symbols_to_compile`);
+2. thunder's builder;
+3. the compiled region keeps the function it was built from, for storing (:data:`COMPILED_REGIONS`).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +22,7 @@ from thunder.core import baseutils
 
 from metatrace.entry_cache import settings
 from metatrace.entry_cache.cache_list import entry_cache_stats, jit_hook
+from metatrace.passes import fusion_regions
 from metatrace.patching import Patch, attribute
 from metatrace.state.callable_sources import COMPILED_REGIONS, SOURCES, CallableSource
 
@@ -33,9 +43,10 @@ def _recording_sources(original):
     return build_callable
 
 
-def _recording_regions(original):
+def _make_compiled(original):
     @functools.wraps(original)
     def make_compiled(bsyms, sorted_unique_inputs, sorted_unique_outputs, *, mode=None):
+        bsyms = fusion_regions.bound_symbols_to_compile(bsyms)
         compiled = original(bsyms, sorted_unique_inputs, sorted_unique_outputs, mode=mode)
         if settings.enabled():
             # the function make_compiled built from the region's trace (the last one built here)
@@ -64,8 +75,9 @@ def patches() -> list[Patch]:
     from thunder.executors import torch_compile
 
     return [
-        attribute(torch_compile, "make_compiled", _recording_regions,
-                  "a torch.compile fusion region keeps the text it was compiled from, for storing", wrap=True),
+        attribute(torch_compile, "make_compiled", _make_compiled,
+                  "regions name no int outputs; a torch.compile fusion region keeps the text it was compiled from, "
+                  "for storing", wrap=True),
         attribute(thunder, "jit", jit_hook, "a jitted callable under symbolic values loads and stores its entries",
                   wrap=True),
         attribute(baseutils, "build_callable", _recording_sources,

@@ -9,9 +9,8 @@ op by op: the output requires grad when grad mode is on, some tensor input requi
 its dtype is floating or complex. Composites return their prims' outputs, so the rule runs at
 the prims; factories (``zeros_like`` is ``prims.full``) take no tensor and get False.
 
-- ``Symbol.__call__``: a prim's fresh tensor outputs get eager's flag. An auto-registered torch
-  op ran eager's own rule on fake tensors (``detach`` gives False): it keeps its flag, and the
-  trace's grad mode.
+- a prim's fresh tensor outputs get eager's flag. An auto-registered torch op ran eager's own
+  rule on fake tensors (``detach`` gives False): it keeps its flag, and the trace's grad mode.
 - an in-place write changes its destination's flag and its views' (``metatrace.grad.inplace_writes``);
   a torch function called with ``out=`` follows eager's rules for it
   (``metatrace.metas.torch_ops.inplace_methods``).
@@ -28,6 +27,32 @@ the prims; factories (``zeros_like`` is ``prims.full``) take no tensor and get F
 - ``torch.is_grad_enabled()`` inside the function: the trace's mode (thunder read the caller's).
 - ``torch.inference_mode()`` inside the function: no grad inside, as thunder's ``no_grad``
   (thunder ran its ``__enter__`` opaquely, switching nothing in the trace).
+
+metatrace's one wrapper of ``Symbol.__call__`` is here, past proxies/ and metas/, because its
+steps are theirs too; in order:
+
+1. a torch function called with ``out=`` that its symbol does not take runs as eager's rules for
+   it say (:func:`metatrace.metas.torch_ops.inplace_methods.call_with_out`, which calls this
+   wrapper again without it);
+2. ``torch.floor_divide`` of a tensor requiring grad raises;
+3. ``put_grad`` of a 0-d tensor's gradient sums it to 0-d (:mod:`metatrace.grad.scalar_tensor_grads`);
+4. the composite's pending sizes the symbol takes are bound first
+   (:func:`metatrace.proxies.shape_reads.bind_pending_sizes`);
+5. thunder's call;
+6. if it raised, the scopes it pushed are popped and its number op's failed domain condition
+   guarded (:func:`metatrace.metas.raising_symbols.after_raise`); if it returned, the domain of
+   an op guarded where it succeeds too is guarded (``raising_symbols.after_return``);
+7. the outputs' flags: a prim's as eager's, an in-place write's destination and its views'
+   (:func:`metatrace.grad.inplace_writes.after_call`).
+
+And of the interpreter's ``wrap_attribute`` (the wrapper of an attribute the function reads):
+
+1. a name that is no constant of the code is recorded as its value's constant
+   (:func:`metatrace.interpret.reads.argument_reads.constant_attribute_name`);
+2. thunder's wrapper;
+3. ``x.shape`` of a tensor is noted as eager's ``torch.Size``
+   (:func:`metatrace.interpret.calls.numbers.eager_sizes.note_shape_read`);
+4. ``x.requires_grad`` is not remembered on the tensor's wrapper (above).
 """
 
 from __future__ import annotations
@@ -52,9 +77,13 @@ from thunder.core.trace import get_tracectx
 
 from metatrace.state.compile_context import CONNECTING_OUTPUTS
 from metatrace.grad import inplace_writes, scalar_tensor_grads
+from metatrace.interpret.calls.numbers import eager_sizes
+from metatrace.interpret.reads import argument_reads
+from metatrace.metas import raising_symbols
 from metatrace.metas.proxy_edits import set_requires_grad
 from metatrace.metas.torch_ops import inplace_methods
 from metatrace.patching import Patch, attribute, item
+from metatrace.proxies import shape_reads
 from metatrace.proxies.plain_trees import plain_leaves
 from metatrace.state.object_tables import NON_DIFFERENTIABLE
 
@@ -70,13 +99,23 @@ NOT_DIFFERENTIABLE = {"torch.floor_divide": "aten::floor_divide"}
 def _call(original):
     @functools.wraps(original)
     def __call__(self, *args, **kwargs):
-        if kwargs.get("out") is not None and get_tracectx() is not None and not _takes_out(self):
-            return inplace_methods.call_with_out(self, functools.partial(__call__, self), args, kwargs)
-        if self.id in NOT_DIFFERENTIABLE and get_tracectx() is not None:
-            _refuse_gradient(self, args, kwargs)
+        trace = get_tracectx()
+        if trace is not None:
+            if kwargs.get("out") is not None and not _takes_out(self):
+                return inplace_methods.call_with_out(self, functools.partial(__call__, self), args, kwargs)
+            if self.id in NOT_DIFFERENTIABLE:
+                _refuse_gradient(self, args, kwargs)
         if self is _PUT_GRAD:  # (the one call that needs it: one identity test on every call)
             args = scalar_tensor_grads.summed_to_scalar(self, args)
-        result = original(self, *args, **kwargs)
+        depth = len(trace.scopes) if trace is not None else 0
+        try:
+            if trace is not None:
+                shape_reads.bind_pending_sizes(trace, args, kwargs)
+            result = original(self, *args, **kwargs)
+        except Exception:
+            raising_symbols.after_raise(self, args, trace, depth)
+            raise
+        raising_symbols.after_return(self, args)
         if get_tracectx() is not None and (cd := get_compile_data()) is not None:
             if self.is_prim:
                 _set_eager_flags(self, args, kwargs, result, cd.is_grad_enabled)
@@ -226,7 +265,9 @@ def _exit_lookaside(self, *exc):
 def _wrap_attribute(original):
     @functools.wraps(original)
     def wrap_attribute(plain_result, obj, name):
+        name = argument_reads.constant_attribute_name(name)
         result = original(plain_result, obj, name)
+        eager_sizes.note_shape_read(result, plain_result, obj, name)
         if name.value == "requires_grad" and type(obj.value) is TensorProxy:
             # not remembered on the tensor's wrapper, as other attributes are: an in-place write
             # changes the flag (``metatrace.grad.inplace_writes``) and the next read must see it
@@ -247,7 +288,9 @@ def patches() -> list[Patch]:
     general = "thunder.core.jit_ext._general_jit_lookaside_map"
     mode = torch.autograd.grad_mode.inference_mode
     return [
-        attribute(Symbol, "__call__", _call, "a prim's tensor outputs get eager's requires_grad", wrap=True),
+        attribute(Symbol, "__call__", _call, "a prim's tensor outputs get eager's requires_grad; a composite's "
+                  "pending sizes bound before the first symbol that takes one; a symbol that raises pops the scopes "
+                  "it pushed (a user's try/except around size arithmetic)", wrap=True),
         attribute(thunder.CacheEntry, "__new__", _cache_entry,
                   "an entry remembers which outputs eager returns without grad", wrap=True),
         attribute(thunder, "connect_to_autograd", _connect,
@@ -255,7 +298,8 @@ def patches() -> list[Patch]:
         attribute(torch_autograd.ThunderOutputFunction, "forward", _output_forward,
                   "marks the outputs eager returns without grad non-differentiable", wrap=True),
         attribute(interpreter, "wrap_attribute", _wrap_attribute,
-                  "a tensor's requires_grad is read as it is now, not as first read", wrap=True),
+                  "a tensor's requires_grad is read as it is now, not as first read; x.shape of a tensor is noted as "
+                  "eager's torch.Size; a name that is not a constant records its value as the key", wrap=True),
         item(jit_ext._general_jit_lookaside_map, torch.is_grad_enabled, jit_ext.interpreter_needs_wrap(_is_grad_enabled),
              "torch.is_grad_enabled() reads the trace's grad mode", label=general),
         item(jit_ext._general_jit_lookaside_map, mode.__enter__, _enter_lookaside,

@@ -21,6 +21,14 @@ The prims keep their ids for every transform that looks for them (the distribute
 ``transform_traces_pre_prologue``); the execution transform of a trace that has them (the
 prologue's) rebinds them to these functions of the same names, printed
 ``unpack_parameter(obj2, 'a.b.weight')`` (thunder's ``check_trace`` skips every ``unpack*``).
+
+metatrace's one wrapper of ``thunder.transform_for_execution`` (the execution transform thunder's
+compile calls) is here; its steps, in order:
+
+1. the collector is paced for the phase (:func:`metatrace.gc_pacing.paced`, measured in
+   :mod:`metatrace.interpret.costs.gc_pacing_phases`);
+2. the trace's unpacks are rebound to the operators here (:func:`read_paths_by_dict`);
+3. thunder's transform.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from thunder.core import prims
 from thunder.core.symbol import Symbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 
+from metatrace.gc_pacing import paced
 from metatrace.patching import Patch, attribute
 from metatrace.state.process_tables import DOTTED_PATH_NAMES
 
@@ -121,7 +130,8 @@ def read_paths_by_dict(trace: TraceCtx) -> TraceCtx:
 def _before_execution(original):
     @functools.wraps(original)
     def transform_for_execution(trace, *args, **kwargs):
-        return original(read_paths_by_dict(trace), *args, **kwargs)
+        with paced():
+            return original(read_paths_by_dict(trace), *args, **kwargs)
 
     return transform_for_execution
 
@@ -130,5 +140,5 @@ def patches() -> list[Patch]:
     import thunder
 
     return [attribute(thunder, "transform_for_execution", _before_execution,
-                      "the prologue reads parameters and submodules by dict entries, not PyTorch's getattr walk",
-                      wrap=True)]
+                      "the prologue reads parameters and submodules by dict entries, not PyTorch's getattr walk; "
+                      "the collector runs every 50k allocations during the phase, not every 700", wrap=True)]

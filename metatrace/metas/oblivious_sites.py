@@ -3,8 +3,10 @@
 A decision on a size read from tensor data is answered where the function making it is a site of
 :data:`metatrace.metas.oblivious_answers.THUNDER_SITES` (``compute_broadcast_shape``'s ``n == 1`` is
 False, ...). The function says so while it runs: every reference thunder calls it through is
-wrapped by a Patch row that enters the site (``oblivious_answers.size_oblivious``) around the call. Nothing
-reads the stack, so renaming or moving metatrace's or thunder's files cannot change an answer.
+wrapped by a Patch row that enters the site (``oblivious_answers.size_oblivious``) around the call,
+or, where a stage module changes what the reference does, by that module's one wrapper of it,
+whose first step enters the site (:func:`entering`). Nothing reads the stack, so renaming or
+moving metatrace's or thunder's files cannot change an answer.
 
 At enable() each site's function is resolved by its dotted name and checked by its code object
 (the name and file it was written for); the references are found by identity of that code
@@ -25,7 +27,7 @@ from thunder.core.symbol import Symbol
 
 from metatrace.errors import MetatraceError
 from metatrace.metas import oblivious_answers
-from metatrace.patching import SYMBOL_METAS, Patch, attribute, item, thunder_modules, thunder_symbols
+from metatrace.patching import ATTRIBUTE, ITEM, SYMBOL_METAS, Patch, thunder_modules, thunder_symbols
 
 _WHY = ("a size-oblivious site: decisions on sizes read from tensor data get the site's answers "
         "(metas.oblivious_answers.THUNDER_SITES)")
@@ -90,6 +92,39 @@ def reached(value, codes: dict, limit: int = 8) -> str | None:
     return None
 
 
+def entering(site: str, original, steps=None):
+    """``original`` (a reference to ``site``'s function) called inside the site: through ``steps``
+    where given, the rest of a stage module's one wrapper of that reference, whose first step
+    this is (:mod:`metatrace.proxies.size_oblivious`, ``clang._basic_indexing`` in
+    :mod:`metatrace.proxies.python_number_semantics`). :func:`patches` wraps no reference that
+    enters its site already."""
+    call = original if steps is None else steps
+
+    @functools.wraps(original)
+    def entered(*args, **kwargs):
+        with oblivious_answers.size_oblivious(site):
+            return call(*args, **kwargs)
+
+    return entered
+
+
+_ENTERED = entering("", len).__code__  # the code of every wrapper that enters a site
+
+
+def enters_its_site(value) -> bool:
+    """``value`` is a wrapper made by :func:`entering` (a row here, or a stage's one wrapper)."""
+    return isinstance(value, types.FunctionType) and value.__code__ is _ENTERED
+
+
+def site_of(original) -> str:
+    """The site whose function ``original`` is or wraps; a MetatraceError where it is none."""
+    codes = {site_code(site): site for site in oblivious_answers.THUNDER_SITES}
+    site = reached(original, codes)
+    if site is None:
+        raise _moved(repr(original), "is not a size-oblivious site's function")
+    return site
+
+
 @dataclass(frozen=True)
 class EnteringSite:
     """A Patch row's wrapper factory: the wrapped call runs inside ``site``."""
@@ -97,38 +132,39 @@ class EnteringSite:
     site: str
 
     def __call__(self, original):
-        site = self.site
-
-        @functools.wraps(original)
-        def entered(*args, **kwargs):
-            with oblivious_answers.size_oblivious(site):
-                return original(*args, **kwargs)
-
-        return entered
+        return entering(self.site, original)
 
 
-def references(codes: dict) -> list[Patch]:
-    """A row per reference thunder holds to a site's function (``codes``: code object -> site):
-    module globals, items of dicts that are module globals, Symbol metas."""
-    rows, dicts = [], set()
+def references(codes: dict) -> list[tuple]:
+    """(target, kind, key, site, label) of every reference thunder holds to a site's function
+    (``codes``: code object -> site): module globals, items of dicts that are module globals,
+    Symbol metas."""
+    found, dicts = [], set()
     for module_name, module in thunder_modules():
         for name, value in list(vars(module).items()):
             if (site := reached(value, codes)) is not None:
-                rows.append(attribute(module, name, EnteringSite(site), _WHY, wrap=True))
+                found.append((module, ATTRIBUTE, name, site, None))
             elif isinstance(value, dict) and id(value) not in dicts:
                 dicts.add(id(value))
-                rows += [item(value, key, EnteringSite(site), _WHY, wrap=True, label=f"{module_name}.{name}")
-                         for key, v in list(value.items()) if (site := reached(v, codes)) is not None]
-    rows += [attribute(sym, "meta", EnteringSite(site), _WHY, wrap=True, label=SYMBOL_METAS)
-             for sym in thunder_symbols() if (site := reached(sym.meta, codes)) is not None]
-    return rows
+                found += [(value, ITEM, key, site, f"{module_name}.{name}")
+                          for key, v in list(value.items()) if (site := reached(v, codes)) is not None]
+    found += [(sym, ATTRIBUTE, "meta", site, SYMBOL_METAS)
+              for sym in thunder_symbols() if (site := reached(sym.meta, codes)) is not None]
+    return found
+
+
+def current(target, kind: str, key):
+    """What a reference of :func:`references` holds now."""
+    return target[key] if kind == ITEM else getattr(target, key)
 
 
 def patches() -> list[Patch]:
-    """The rows entering every site of ``oblivious_answers.THUNDER_SITES`` (checked first: see the module)."""
+    """The rows entering every site of ``oblivious_answers.THUNDER_SITES`` (checked first: see the
+    module), for each reference that does not enter its site already (a stage's one wrapper of it)."""
     codes = {site_code(site): site for site in oblivious_answers.THUNDER_SITES}
-    rows = references(codes)
-    unreferenced = set(codes.values()) - {row.new.site for row in rows}
+    found = references(codes)
+    unreferenced = set(codes.values()) - {site for *_, site, _ in found}
     if unreferenced:
         raise _moved(", ".join(sorted(unreferenced)), "is not referenced by any thunder module, dict or symbol")
-    return rows
+    return [Patch(target, key, EnteringSite(site), _WHY, kind, True, label)
+            for target, kind, key, site, label in found if not enters_its_site(current(target, kind, key))]

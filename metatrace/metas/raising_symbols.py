@@ -9,20 +9,16 @@ was recorded into the dead scope, and thunder failed with ``IndexError: pop from
 where eager returned the except branch's result. The number op's row declares where it does not
 raise (its ``domain`` in :mod:`metatrace.metas.number_ops`: ``n != 0``): the failed condition is
 guarded (``n == 0``), so the entry that took the except branch serves only calls that raise too.
+Both are steps (:func:`after_raise`, :func:`after_return`) of metatrace's one wrapper of
+``Symbol.__call__``, :mod:`metatrace.grad.requires_grad`.
 """
 
 from __future__ import annotations
-
-import functools
-
-from thunder.core.symbol import Symbol
-from thunder.core.trace import get_tracectx
 
 from thunder.core.proxies import NumberProxy
 
 from metatrace.state import compile_context
 from metatrace.metas import concretizations, number_ops
-from metatrace.patching import Patch, attribute
 
 
 # Rows whose domain is guarded where they succeed too (``math.sqrt(n)``: ``n >= 0``, else a call
@@ -49,27 +45,18 @@ def guard_domain(symbol_id, args) -> None:
             concretizations.relation(rel, x, constant, holds)
 
 
-def _restoring_scopes(original):
-    @functools.wraps(original)
-    def __call__(self, *args, **kwargs):
-        trace = get_tracectx()
-        depth = len(trace.scopes) if trace is not None else 0
-        try:
-            result = original(self, *args, **kwargs)
-        except Exception:
-            if trace is not None:
-                del trace.scopes[depth:]  # the scopes the raising call pushed
-            if compile_context.collector() is not None:
-                guard_domain(self.id, args)
-            raise
-        if self.id in _GUARDED_WHERE_THEY_SUCCEED and compile_context.collector() is not None:
-            guard_domain(self.id, args)
-        return result
-
-    return __call__
+def after_raise(symbol, args, trace, depth: int) -> None:
+    """A call of ``symbol`` raised: the scopes it pushed on ``trace`` (those past ``depth``, the
+    stack's length before the call) are popped, and the condition of its row's domain that failed
+    is guarded."""
+    if trace is not None:
+        del trace.scopes[depth:]
+    if compile_context.collector() is not None:
+        guard_domain(symbol.id, args)
 
 
-def patches() -> list[Patch]:
-    return [attribute(Symbol, "__call__", _restoring_scopes,
-                      "a symbol that raises pops the scopes it pushed (a user's try/except around size arithmetic)",
-                      wrap=True)]
+def after_return(symbol, args) -> None:
+    """A call of ``symbol`` returned: a row whose domain is guarded where it succeeds too reports
+    its conditions."""
+    if symbol.id in _GUARDED_WHERE_THEY_SUCCEED and compile_context.collector() is not None:
+        guard_domain(symbol.id, args)

@@ -1,5 +1,14 @@
-"""The mutating callables, as one table, and the lookaside that records each call on a
-pre-existing object before running it as thunder would.
+"""The mutating callables, as one table, and metatrace's one lookaside of each (a row per
+callable of :data:`MUTATORS`), its steps in order:
+
+1. a call on a pre-existing object (below) is recorded: an iterator argument of a method that
+   consumes one is read into a list, for the replay, and the object snapshotted, for the undo
+   (:func:`run_recorded`);
+2. the call runs as thunder would run it (:func:`_inner`): thunder's lookaside, metatrace's
+   Python version, or C code; a set's in-place update (``s.update(l)``) as C code given its
+   arguments' eager views
+   (:func:`metatrace.interpret.calls.c_code.eager_views.set_update_lookaside`);
+3. the outermost such call that did not raise is logged for the epilogue's replay.
 
 A call is recorded when its target existed before the call: its provenance is rooted in the
 call's arguments, the jitted function or module, or the function's globals, closure and
@@ -27,6 +36,7 @@ from thunder.core.proxies import Proxy
 
 from metatrace.guards import provenance
 from metatrace.guards.collect import interpreted_line
+from metatrace.interpret.calls.c_code import eager_views
 from metatrace.state.compile_session import current_jit_ctx, session
 from metatrace.mutations.log import Mutation, MutationLog
 from metatrace.mutations.snapshots import restorer
@@ -233,8 +243,11 @@ def _none_wrapped(lookaside):
 
 
 def _inner(fn, previous):
-    """How thunder runs ``fn``: its general lookaside, its interpreter's provenance-tracking one,
-    metatrace's Python version, or the call itself on unwrapped values (an opaque call)."""
+    """How thunder runs ``fn``: a set's in-place update as C code given its arguments' eager
+    views, its general lookaside, its interpreter's provenance-tracking one, metatrace's Python
+    version, or the call itself on unwrapped values (an opaque call)."""
+    if fn in eager_views.SET_UPDATES:  # (thunder has no lookaside for them)
+        return eager_views.set_update_lookaside(fn)
     if previous is not None:
         return previous
     if fn in PYTHON_VERSIONS:

@@ -239,14 +239,11 @@ def _fusion_pass(original):
     return fusion_pass
 
 
-def _make_compiled(original):
-    @functools.wraps(original)
-    def make_compiled(bsyms, *args, **kwargs):
-        if using_symbolic_values():
-            bsyms = without_number_outputs(bsyms)
-        return original(bsyms, *args, **kwargs)
-
-    return make_compiled
+def bound_symbols_to_compile(bsyms: list) -> list:
+    """What torch.compile's region builder (``make_compiled``) is given of a region's bound
+    symbols: under symbolic values, :func:`without_number_outputs` of them. A step of metatrace's
+    one wrapper of ``make_compiled``, :mod:`metatrace.entry_cache`."""
+    return without_number_outputs(bsyms) if using_symbolic_values() else bsyms
 
 
 def _can_fuse(original):
@@ -261,8 +258,8 @@ def _can_fuse(original):
 
 def patches() -> list[Patch]:
     """The fusion pass of every fusion executor class thunder registered (torch.compile's three
-    executors share one class; nvFuser's where installed), ``can_fuse`` wherever one of those
-    classes or their base defines it, and torch.compile's region builder."""
+    executors share one class; nvFuser's where installed), and ``can_fuse`` wherever one of those
+    classes or their base defines it."""
     from thunder.extend import get_all_executors
 
     classes = list(dict.fromkeys(type(ex) for ex in get_all_executors() if isinstance(ex, FusionExecutor)))
@@ -272,7 +269,4 @@ def patches() -> list[Patch]:
     # changes nothing for those, which no pass asks)
     owners = dict.fromkeys(next(c for c in cls.__mro__ if "can_fuse" in vars(c)) for cls in classes)
     rows += [attribute(cls, "can_fuse", _can_fuse, "number ops are no region's", wrap=True) for cls in owners]
-    import thunder.executors.torch_compile as torch_compile
-
-    rows.append(attribute(torch_compile, "make_compiled", _make_compiled, "regions name no int outputs", wrap=True))
     return rows

@@ -46,6 +46,7 @@ from thunder.core.proxies import IntegerProxy, NumberProxy, TensorProxy
 from thunder.core.compile_data import using_symbolic_values
 
 from metatrace.metas import concretizations, python_executor
+from metatrace.metas.oblivious_sites import entering, site_of
 from metatrace.metas.torch_ops.torch_metas import concrete_numbers, tracing
 from metatrace.patching import Patch, attribute, item
 from metatrace.proxies import number_concretizations, size_oblivious
@@ -171,11 +172,15 @@ def _shift(name: str, original):
 
 
 def _basic_indexing(original):
+    """metatrace's one wrapper of ``clang._basic_indexing``, its steps in order: 1. its
+    size-oblivious site is entered (:func:`metatrace.metas.oblivious_sites.entering`); 2. eager's
+    clamping: a slice bound below ``-length`` is 0 (``x[-5:]`` of 3 elements is all of them;
+    thunder raised "start=-5 is not a valid index"), the comparison guarded like any other (a
+    symbolic bound keeps its entry on its side); 3. a symbolic slice is sliced without thunder's
+    no-op shortcut (:func:`metatrace.proxies.size_oblivious.basic_indexing`), any other by thunder."""
+
     @functools.wraps(original)
     def _basic_indexing(a, /, key):
-        """``clang._basic_indexing`` with eager's clamping: a slice bound below ``-length`` is 0
-        (``x[-5:]`` of 3 elements is all of them; thunder raised "start=-5 is not a valid index").
-        The comparison is guarded like any other (a symbolic bound keeps its entry on its side)."""
         if not tracing():
             return original(a, key)
         clamped, dim = [], 0
@@ -195,7 +200,7 @@ def _basic_indexing(original):
             return size_oblivious.basic_indexing(a, clamped)  # (its no-op shortcut guards nothing)
         return original(a, clamped)
 
-    return _basic_indexing
+    return entering(site_of(original), original, _basic_indexing)
 
 
 def _has_symbolic_bound(x: slice) -> bool:

@@ -11,11 +11,11 @@ which made them the largest single cost of a compile under metatrace.
 
 While enabled, a read inside one of thunder's composite symbols (a scope below the trace's top
 level) records nothing: the sizes its scope does not define yet are *pending* there, and just
-before a symbol that takes a pending size as an argument joins the scope (``Symbol.__call__``),
-thunder's own binding of that size's tensor joins it first. Inside a prim's meta a read returns
-the sizes directly (thunder's ``prims.shape`` records nothing there either). The top level is
-left alone: its passes (DCE, the forward/backward split) move bindings around and repair them
-(``later_stages``).
+before a symbol that takes a pending size as an argument joins the scope (``Symbol.__call__``:
+:func:`bind_pending_sizes`), thunder's own binding of that size's tensor joins it first. Inside
+a prim's meta a read returns the sizes directly (thunder's ``prims.shape`` records nothing there
+either). The top level is left alone: its passes (DCE, the forward/backward split) move bindings
+around and repair them (``later_stages``).
 
 Invariant: a read returns exactly what ``prims.shape`` would (``shape_meta`` is ``t._shape``), and
 every size a symbol of a composite takes as an argument is an output of a bound symbol before it
@@ -33,14 +33,11 @@ the traces it was made for.
 
 from __future__ import annotations
 
-import functools
-
 import thunder.core.jit_ext as jit_ext
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core import devices, dtypes
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunder.core.pytree import tree_iter
-from thunder.core.symbol import Symbol
 from thunder.core.trace import get_tracectx, is_tracing
 
 from metatrace.patching import Patch, attribute, item
@@ -51,6 +48,11 @@ from metatrace.state.object_tables import SCOPE_STATES
 # Leaves besides those (``tree_iter`` yields them as they are): proxies (a collection proxy is
 # one too), thunder's dtypes and devices.
 _LEAF_CLASSES = (Proxy, dtypes.dtype, devices.Device)
+
+# thunder's own ``TensorProxy.shape`` (its getter binds the sizes with ``prims.shape``), taken when
+# this module is imported, which is before any enable() (metatrace.install imports it): the rows
+# below replace it while enabled, and pending sizes are bound through it.
+THUNDER_SHAPE = TensorProxy.__dict__["shape"]
 
 # Each trace's scopes' state: TraceCtx -> {id(scope) -> ScopeState} (each entry holds its scope,
 # so a recycled id is never mistaken for another list), weakly keyed: it dies with the trace.
@@ -114,7 +116,7 @@ def scope_states() -> list[ScopeState]:
 
 def _read_in_composite(t: TensorProxy) -> bool:
     """A read inside a composite's scope: the sizes the scope does not define yet are noted as
-    pending (bound by ``_call`` when a symbol first takes one as an argument); True. False at
+    pending (bound by :func:`bind_pending_sizes` when a symbol first takes one as an argument); True. False at
     the top level, whose passes move bindings around and repair them."""
     scopes = get_tracectx().scopes
     if len(scopes) < 2:
@@ -139,19 +141,15 @@ def _shape(original):
     return property(_shape, doc=original.__doc__)
 
 
-def _call(original, original_shape):
-    @functools.wraps(original)
-    def _call(self, *args, **kwargs):
-        """``Symbol.__call__``: before a symbol that takes a pending size as an argument joins the
-        scope, thunder's own binding of that size's tensor (``prims.shape``) joins it first."""
-        trace = get_tracectx()
-        if trace is not None and len(trace.scopes) >= 2 and (scope := trace.scopes[-1]) is not None:
-            state = scope_state(scope, create=False)
-            if state is not None and state.pending:
-                _bind_pending(state, args, kwargs, original_shape)
-        return original(self, *args, **kwargs)
-
-    return _call
+def bind_pending_sizes(trace, args, kwargs) -> None:
+    """Before a symbol called with ``args`` and ``kwargs`` in ``trace`` (not None) joins the
+    current scope, thunder's own binding (``prims.shape``) of the tensor of each pending size it
+    takes joins it first: a step of metatrace's one wrapper of ``Symbol.__call__``
+    (:mod:`metatrace.grad.requires_grad`)."""
+    if len(trace.scopes) >= 2 and (scope := trace.scopes[-1]) is not None:
+        state = scope_state(scope, create=False)
+        if state is not None and state.pending:
+            _bind_pending(state, args, kwargs)
 
 
 def _flat_arguments(args, kwargs):
@@ -174,16 +172,15 @@ def _flat_arguments(args, kwargs):
     return flat
 
 
-def _bind_pending(state: ScopeState, args, kwargs, original_shape) -> None:
+def _bind_pending(state: ScopeState, args, kwargs) -> None:
     for x in _flat_arguments(args, kwargs):
         if isinstance(x, NumberProxy) and (t := state.pending.pop(x.name, None)) is not None:
             if x.name not in state.defined():
-                original_shape.fget(t)  # prims.shape(t) in this scope: binds all of t's sizes
+                THUNDER_SHAPE.fget(t)  # prims.shape(t) in this scope: binds all of t's sizes
 
 
 def patches() -> list[Patch]:
-    original = TensorProxy.__dict__["shape"]  # thunder's property: the getter binds sizes with prims.shape
-    shape = _shape(original)
+    shape = _shape(THUNDER_SHAPE)
     return [
         attribute(TensorProxy, "shape", shape,
                   "inside a composite symbol a shape read records no prims.shape; the sizes are bound once, "
@@ -192,6 +189,4 @@ def patches() -> list[Patch]:
         # getter's own bookkeeping; it runs opaquely instead, as the ``prims.shape`` symbol does.
         item(jit_ext._general_jit_lookaside_map, shape.fget, jit_ext.interpreter_needs_wrap(shape.fget),
              "the shape getter runs opaquely", label="thunder.core.jit_ext._general_jit_lookaside_map"),
-        attribute(Symbol, "__call__", lambda call: _call(call, original),
-                  "binds a composite's pending sizes (prims.shape) before the first symbol that takes one", wrap=True),
     ]

@@ -31,6 +31,12 @@ cache: a Hugging Face model's prefill and decode with batch 1 each compiled an e
   whatever it is, so it is not compared either: thunder's ``requested_length == x or x == 1``
   ran first and guarded ``x != 1`` (MoE routing's ``arange(n).unsqueeze(1).expand(-1, k)`` split
   one token from many).
+
+The wrappers here of ``compute_broadcast_shape``, ``maybe_broadcast`` and ``expand`` (references
+to thunder's size-oblivious sites) are metatrace's one wrapper of each; their steps, in order:
+
+1. the site is entered (:func:`metatrace.metas.oblivious_sites.entering`);
+2. where a shape holds a symbol under symbolic values, the rule here; otherwise thunder's.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from thunder.core.compile_data import using_symbolic_values
 
 from metatrace.metas.torch_ops.torch_metas import tracing
 from metatrace.metas.oblivious_answers import size_oblivious
+from metatrace.metas.oblivious_sites import entering, site_of
 from metatrace.patching import Patch, attribute
 
 # (thunder.clang's ``utils`` attribute is thunder.core.utils: the submodule by its full name)
@@ -120,7 +127,7 @@ def _broadcast_shape(original):
             return compute_broadcast_shape(*shapes)
         return original(*shapes)
 
-    return broadcast_shape
+    return entering(site_of(original), original, broadcast_shape)
 
 
 def _maybe_broadcast(original):
@@ -140,7 +147,7 @@ def _maybe_broadcast(original):
 
         return tuple(broadcast(x, shape) for x, shape in zip(args, shapes))
 
-    return maybe_broadcast
+    return entering(site_of(original), original, maybe_broadcast)
 
 
 def _reshape(original):
@@ -202,7 +209,7 @@ def _expand(original):
             return symbolic(a, *shape)
         return original(a, *shape)
 
-    return expand
+    return entering(site_of(original), original, expand)
 
 
 def _canonical_bounds(length, x: slice) -> tuple:

@@ -130,18 +130,30 @@ def test_every_module_importing_a_site_by_name_calls_it_inside_the_site(enabled,
 
 
 def test_every_reference_to_a_site_is_wrapped_while_enabled(enabled):
+    """By a row of oblivious_sites or by a stage's one wrapper of the reference, each entering the site."""
     codes = {oblivious_sites.site_code(site): site for site in oblivious_answers.THUNDER_SITES}
     entered = oblivious_sites.EnteringSite("")(len).__code__
-    found = oblivious_sites.references(codes)  # (each row's target holds a reference)
-    targets = [(row.target, row.kind, row.key) for row in found]
-    current = [getattr(t, k) if kind == "attribute" else t[k] for t, kind, k in targets]
-    assert all(value.__code__ is entered for value in current)
+    found = oblivious_sites.references(codes)
+    assert found
+    assert all(oblivious_sites.current(t, kind, key).__code__ is entered for t, kind, key, *_ in found)
 
 
 def test_each_site_has_a_reference():
+    codes = {oblivious_sites.site_code(site): site for site in oblivious_answers.THUNDER_SITES}
     with metatrace.enable():
-        rows = [p for p in metatrace.install.applied_patches() if isinstance(p.new, oblivious_sites.EnteringSite)]
-    assert {p.new.site for p in rows} == set(oblivious_answers.THUNDER_SITES)
+        sites = {site for *_, site, _ in oblivious_sites.references(codes)}
+    assert sites == set(oblivious_answers.THUNDER_SITES)
+
+
+def test_a_reference_a_stage_wraps_enters_its_site_once(enabled):
+    """clang.expand: metatrace.proxies.size_oblivious' one wrapper enters expand_impl's site; no row of
+    oblivious_sites wraps it again."""
+    import thunder.clang as clang
+
+    assert oblivious_sites.enters_its_site(clang.expand)
+    assert not oblivious_sites.enters_its_site(clang.expand.__wrapped__)
+    assert not any(isinstance(p.new, oblivious_sites.EnteringSite) and p.target is clang and p.key == "expand"
+                   for p in metatrace.install.applied_patches())
 
 
 @pytest.mark.parametrize("moved", ["thunder.clang.utils.no_such_function", "thunder.clang.expand"])

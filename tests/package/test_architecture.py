@@ -644,43 +644,39 @@ def _assigns_all(node: ast.AST) -> bool:
 # states its steps in order (interpret/calls/sequence_lookasides.py, mutations/tracing_context.py).
 # Left, each with why it is not merged yet: the list may only shrink.
 STILL_WRAPPED_BY_SEVERAL = {
-    # C code's eager objects (interpret) and the mutation records (mutations) of a set's in-place updates
-    **{("thunder.core.jit_ext._general_jit_lookaside_map", f"<method '{m}' of 'set' objects>"):
-       {"metatrace.interpret.calls.c_code.eager_views", "metatrace.mutations.record"}
-       for m in ("update", "difference_update", "intersection_update", "symmetric_difference_update")},
-    # a shape noted as a torch.Size, an argument's attribute checked by kind (interpret), a grad flag (grad)
-    ("thunder.core.interpreter", "'wrap_attribute'"): {"metatrace.interpret.calls.numbers.eager_sizes",
-                                                       "metatrace.interpret.reads.argument_reads",
-                                                       "metatrace.grad.requires_grad"},
-    # every symbol call: shape reads (proxies), a symbol that raises (metas), requires_grad (grad)
-    ("thunder.core.symbol.Symbol", "'__call__'"): {"metatrace.proxies.shape_reads", "metatrace.metas.raising_symbols",
-                                                   "metatrace.grad.requires_grad"},
-    # thunder's size-oblivious sites: size_oblivious's answers, and oblivious_sites entering each site last
-    **{(where, f"'{name}'"): {"metatrace.proxies.size_oblivious", "metatrace.metas.oblivious_sites"}
-       for where, name in (("thunder.clang.utils", "compute_broadcast_shape"), ("thunder.clang", "compute_broadcast_shape"),
-                           ("thunder.clang", "maybe_broadcast"), ("thunder.clang", "expand"))},
-    ("thunder.clang", "'_basic_indexing'"): {"metatrace.proxies.python_number_semantics", "metatrace.metas.oblivious_sites"},
-    # the collector's pacing wraps each compile phase, whatever else wraps it
-    ("thunder", "'transform_for_execution'"): {"metatrace.guards.module_paths", "metatrace.interpret.costs.gc_pacing_phases"},
-    ("thunder.transforms.autodiff", "'split_into_forward_and_backward'"): {"metatrace.grad.saved_values",
-                                                                          "metatrace.interpret.costs.gc_pacing_phases"},
-    # fusion regions' compiled callables (passes) and their stored form (entry_cache)
-    ("thunder.executors.torch_compile", "'make_compiled'"): {"metatrace.passes.fusion_regions", "metatrace.entry_cache"},
+    # the forward/backward split: grad.saved_values' clones innermost, then passes.size_producers'
+    # replacement (rebindings out, size producers restored), then the collector's pacing; and the
+    # operator-executor pass: size_producers' replacement inside the pacing. One wrapper of each
+    # (in passes/, the highest floor) takes in size_producers' replacements, bound wherever thunder
+    # imported the pass: a change of passes/size_producers.py, left to that module's own rework.
+    ("thunder.transforms.autodiff", "'split_into_forward_and_backward'"): {
+        "metatrace.grad.saved_values", "metatrace.passes.size_producers", "metatrace.interpret.costs.gc_pacing_phases"},
+    ("thunder.executors.passes", "'_transform_for_operator_executor_execution'"): {
+        "metatrace.passes.size_producers", "metatrace.interpret.costs.gc_pacing_phases"},
 }
+
+
+def _defining_module(new) -> str:
+    """The module that wrote a row's replacement or wrapper factory: the module of its code (a
+    ``functools.wraps`` replacement carries the ``__module__`` of the function it wraps)."""
+    import functools
+
+    new = new.func if isinstance(new, functools.partial) else new
+    code_globals = getattr(new, "__globals__", None)
+    if code_globals is not None:
+        return code_globals.get("__name__", "")
+    return getattr(new, "__module__", None) or ""
 
 
 def _wrapping_modules(rows) -> dict[tuple[str, str], set[str]]:
     """(thunder location, key) -> the metatrace modules whose rows replace or wrap it."""
-    import functools
-
     from metatrace.install import SYMBOL_METAS
 
     found: dict[tuple[str, str], set[str]] = {}
     for row in rows:
         if row.where == SYMBOL_METAS:
             continue
-        new = row.new.func if isinstance(row.new, functools.partial) else row.new
-        module = getattr(new, "__module__", None) or ""
+        module = _defining_module(row.new)
         if module.startswith("metatrace"):
             found.setdefault((row.where, repr(row.key)), set()).add(module)
     return found
@@ -701,6 +697,19 @@ def test_the_hook_check_sees_two_modules_wrapping_one_target():
                                  rows[-1].kind, rows[-1].wrap, rows[-1].label)
     several = {t for t, m in _wrapping_modules([*rows, doubled]).items() if len(m) > 1}
     assert several == {(rows[-1].where, repr(rows[-1].key))}
+
+
+def test_the_hook_check_names_a_replacement_by_the_module_that_wrote_it():
+    import functools
+
+    import thunder
+
+    @functools.wraps(thunder.jit)
+    def replacement(*args, **kwargs):
+        return thunder.jit(*args, **kwargs)
+
+    assert replacement.__module__ == "thunder"
+    assert _defining_module(replacement) == _defining_module(functools.partial(replacement, 1)) == __name__
 
 
 # The compile's and the process's state lives in state/ (issue 55), each table with its lifetime:

@@ -38,10 +38,10 @@ def _paced(original):
 
 
 # Where thunder's compile (thunder/__init__.py's cache-miss path) finds each phase when it calls it
-# (the grad transform is paced by its one wrapper, metatrace.passes.grad_transform).
+# (the grad transform and the execution transform are paced by their one wrappers,
+# metatrace.passes.grad_transform and metatrace.guards.module_paths).
 PHASES = (
     (thunder, "thunder_general_jit"),
-    (thunder, "transform_for_execution"),
     (passes, "_transform_for_operator_executor_execution"),
     (autodiff, "split_into_forward_and_backward"),
 )

@@ -20,7 +20,8 @@ argument's string): thunder records the read with the name's own record as its k
 prologue that reads the value again printed ``obj.<Proxy(name="obj6")>`` (a SyntaxError). The
 name is a plain ``str``, checked by value where it was read (strings are static:
 :mod:`metatrace.interpret.reads.value_proxies`), so the read's key is that constant
-(:func:`_constant_attribute_name`).
+(:func:`constant_attribute_name`, a step of metatrace's one wrapper of thunder's
+``wrap_attribute``, :mod:`metatrace.grad.requires_grad`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from __future__ import annotations
 import inspect
 import types
 
-import thunder.core.interpreter as interpreter
 import thunder.core.jit_ext as jit_ext
 import torch
 from thunder.core.interpreter import PseudoInst, WrappedValue, wrap_const
@@ -39,7 +39,6 @@ from metatrace.guards.classify import Kind
 from metatrace.state.compile_session import current_jit_ctx, session
 from metatrace.guards.provenance import Root
 from metatrace.guards.value_checks import add_value_check
-from metatrace.patching import Patch, attribute
 
 # Checked elsewhere: thunder's own checks (tensors), its proxies (numbers), module state.
 _NOT_HERE = (Kind.TENSOR, Kind.NUMBER, Kind.MODULE)
@@ -135,16 +134,10 @@ def _check_opaque_inputs(value: WrappedValue) -> None:
                                 matcher=classify.expect(obj, exact=True))
 
 
-def _constant_attribute_name(original):
-    def wrap_attribute(plain_result, obj, name):
-        if type(name.value) is str and name.provenance.inst is not PseudoInst.CONSTANT:
-            name = wrap_const(name.value)  # (its value is checked where the string was read)
-        return original(plain_result, obj, name)
-
-    return wrap_attribute
-
-
-def patches() -> list[Patch]:
-    return [attribute(interpreter, "wrap_attribute", _constant_attribute_name,
-                      "an attribute read with a name that is not a constant records the name's value as its key "
-                      "(the prologue printed obj.<Proxy>)", wrap=True)]
+def constant_attribute_name(name: WrappedValue) -> WrappedValue:
+    """The name an attribute read is recorded by: a string that is no constant of the code as the
+    constant of its value (the prologue printed ``obj.<Proxy>``); its value is checked where the
+    string was read."""
+    if type(name.value) is str and name.provenance.inst is not PseudoInst.CONSTANT:
+        return wrap_const(name.value)
+    return name

@@ -27,7 +27,9 @@ give C code a number's value (``metatrace.interpret.calls.c_code.values_as_text`
 handlers that give C code an unwrapped value, ``FORMAT_VALUE`` (``f"{l}"``: thunder formats a
 constant of the value), ``SET_UPDATE`` (``{*l}``: ``set.update`` in the handler itself) and
 ``COMPARE_OP`` (``l == [1, 2, 3]``: the comparison of the unwrapped operands), and a set's
-in-place updates (``s.update(l)``), which thunder runs as C code with no lookaside.
+in-place updates (``s.update(l)``), which thunder runs as C code with no lookaside
+(:func:`set_update_lookaside`, a step of the mutation records' one lookaside of each,
+:mod:`metatrace.mutations.record`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from __future__ import annotations
 import functools
 
 import thunder.core.interpreter as interpreter
-import thunder.core.jit_ext as jit_ext
 import torch
 from thunder.core.interpreter import WrappedValue, wrap_const
 from thunder.core.proxies import NumberProxy
@@ -148,9 +149,8 @@ def _replace(stack, at: int, new: WrappedValue) -> None:
 _HAS_SPEC = 0x4  # FORMAT_VALUE's flag: a format spec above the value
 
 # A set's methods that consume an iterable in place: thunder has no lookaside for them, so they
-# run as C code on the unwrapped arguments, bypassing ``opaque_calls`` (metatrace.mutations
-# records them around the call installed here, which is why these rows come before its own).
-_SET_UPDATES = (set.update, set.difference_update, set.intersection_update, set.symmetric_difference_update)
+# run as C code on the unwrapped arguments, bypassing ``opaque_calls``.
+SET_UPDATES = (set.update, set.difference_update, set.intersection_update, set.symmetric_difference_update)
 
 
 def _viewed(a):
@@ -158,7 +158,9 @@ def _viewed(a):
     return a if type(a) is not WrappedValue or value is a.value else wrap_const(value)
 
 
-def _set_update_lookaside(fn):
+def set_update_lookaside(fn):
+    """The call of ``fn`` (one of :data:`SET_UPDATES`) as C code given its arguments' eager views:
+    ``s.update(l)`` of an input list hashes its numbers' proxies (pinned to their values)."""
     opaque = interpreter.interpreter_needs_wrap(fn)
 
     def lookaside(target, *args, **kwargs):
@@ -181,8 +183,4 @@ def patches() -> list[Patch]:
              "{*l} of an input list hashes its numbers' proxies (pinned to their values)", wrap=True, label=label),
         item(handlers, "COMPARE_OP", _viewing_at(lambda inst: (-1, -2), sizes=False),
              "l == [1, 2] of an input list compares its numbers' proxies (guarded relations)", wrap=True, label=label),
-        *(item(jit_ext._general_jit_lookaside_map, fn, _set_update_lookaside(fn),
-               "s.update(l) of an input list hashes its numbers' proxies (pinned to their values)",
-               label="thunder.core.jit_ext._general_jit_lookaside_map")
-          for fn in _SET_UPDATES),
     ]

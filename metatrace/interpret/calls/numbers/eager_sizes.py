@@ -21,10 +21,8 @@ values guarded as for any number C code reads); ``isinstance`` here and ``type``
 
 from __future__ import annotations
 
-import functools
 import types
 
-import thunder.core.interpreter as interpreter
 import thunder.core.jit_ext as jit_ext
 import thunder.torch as ltorch
 import torch
@@ -33,7 +31,7 @@ from thunder.core.interpreter import (
 )
 from thunder.core.proxies import TensorProxy
 
-from metatrace.patching import Patch, attribute, item
+from metatrace.patching import Patch, item
 from metatrace.state import compile_context
 from metatrace.state.compile_session import session
 
@@ -62,18 +60,12 @@ def _note(w) -> None:
         sizes.add(w)
 
 
-def _noting_shape_reads(original):
-    """thunder's attribute wrapper of ``x.shape`` (made once per tensor wrapper)."""
-
-    @functools.wraps(original)
-    def wrap_attribute(plain_result, obj, name):
-        result = original(plain_result, obj, name)
-        if type(plain_result) is tuple and getattr(name, "value", None) == "shape" and isinstance(
-                getattr(obj, "value", None), TensorProxy):
-            _note(result)
-        return result
-
-    return wrap_attribute
+def note_shape_read(result, plain_result, obj, name) -> None:
+    """thunder's attribute wrapper ``result`` of ``x.shape`` (made once per tensor wrapper) is
+    noted: a step of metatrace's one wrapper of ``wrap_attribute`` (:mod:`metatrace.grad.requires_grad`)."""
+    if type(plain_result) is tuple and getattr(name, "value", None) == "shape" and isinstance(
+            getattr(obj, "value", None), TensorProxy):
+        _note(result)
 
 
 # thunder's ``ltorch.size``, interpreted under a function object no lookaside is keyed by
@@ -114,10 +106,7 @@ def isinstance_of_size(obj, cls):
 
 def patches() -> list[Patch]:
     general = "thunder.core.jit_ext._general_jit_lookaside_map"
-    tracking = "thunder.core.interpreter._default_provenance_tracking_lookaside_map"
     return [
-        attribute(interpreter, "wrap_attribute", _noting_shape_reads,
-                  "x.shape of a tensor is noted as eager's torch.Size", wrap=True),
         item(jit_ext._general_jit_lookaside_map, ltorch.size, _size_lookaside,
              "x.size() is noted as eager's torch.Size", label=general),
     ]
