@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,83 +58,119 @@ def _src(text: str) -> str:
     return _HEADER + textwrap.dedent(text)
 
 
-# The control's program; the cells below are variations of it.
-_CONTROL = _src("""
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = nn.Linear(4, 4)
+def _block(text: str, depth: int = 0) -> str:
+    """``text`` dedented, stripped of blank edges, indented by ``depth`` levels, with a final newline."""
+    return textwrap.indent(textwrap.dedent(text).strip("\n"), "    " * depth) + "\n"
 
-        def forward(self, x):
-            return torch.tanh(self.lin(x)) * 2.0
 
-    def build():
-        return Model()
+def _program(head: str, defined: str, built: str, argument: str, changed: str) -> str:
+    """A cell's module: the header, ``head`` (imports, globals, helpers), the jitted thing's
+    definition, ``build()`` returning ``built``, and where given the ``changed(argument)`` context
+    manager whose body ``changed`` is; the parts a blank line apart."""
+    parts = [_block(head)] if head else []
+    parts += [defined, f"def build():\n    return {built}\n"]
+    if changed:
+        parts.append(f"@contextlib.contextmanager\ndef changed({argument}):\n" + _block(changed, 1))
+    return _HEADER + "\n" + "\n".join(parts)
+
+
+def _model(forward: str, *, head: str = "", attributes: str = "", init: str = "self.lin = nn.Linear(4, 4)",
+           base: str = "nn.Module", changed: str = "") -> str:
+    """A module's cell: ``class Model(base)`` with the class ``attributes``, ``init``'s lines after
+    ``super().__init__()`` and ``forward``'s lines as ``forward(self, x)``; ``changed(model)``."""
+    defined = f"class Model({base}):\n" + (_block(attributes, 1) + "\n" if attributes else "")
+    defined += "    def __init__(self):\n        super().__init__()\n" + _block(init, 2)
+    defined += "\n    def forward(self, x):\n" + _block(forward, 2)
+    return _program(head, defined, "Model()", "model", changed)
+
+
+def _function(body: str, *, head: str = "", params: str = "x", changed: str = "") -> str:
+    """A function's cell: ``def f(params)`` of ``body``'s lines; ``changed(fn)``."""
+    return _program(head, f"def f({params}):\n" + _block(body, 1), "f", "fn", changed)
+
+
+def _decides(value: str, of: str, plus: str = "", tanh_if: str = "< 2.5") -> str:
+    """A forward's lines that scale ``of`` by ``value`` (and add ``plus``) and branch on the value:
+    tanh where it is ``tanh_if``, sigmoid where not."""
+    y = f"{of} * {value}" + (f" + {plus}" if plus else "")
+    return f"y = {y}\nreturn torch.tanh(y) if {value} {tanh_if} else torch.sigmoid(y)\n"
+
+
+def _rebinding(target: str, new: str, old: str | None = None, before: str = "") -> str:
+    """A ``changed`` body that binds ``target`` to ``new`` around the second run and then to ``old``
+    (by default to what it was, kept as ``original`` first); ``before``'s lines ahead of the binding."""
+    save = f"original = {target}\n" if old is None else ""
+    return f"{save}{before}{target} = {new}\ntry:\n    yield {{}}\nfinally:\n    {target} = {old or 'original'}\n"
+
+
+# What several cells share: a change at run time, a library and its edit.
+_REBIND_SCALE = _rebinding("module.SCALE", "3.0", "2.0", before="module = sys.modules[__name__]\n")
+_SCALE_EDIT = ("_lib", "SCALE = 2.0", "SCALE = 3.0")
+_MODE_LIB = _src("""
+    import enum
+
+    class Mode(enum.Enum):
+        SCALE = 2.0
+        SHIFT = 1.0
 """)
+_DTYPE_LIB = _src("""
+    DTYPE = torch.float32
+""")
+_DTYPE_EDIT = ("_lib", "DTYPE = torch.float32", "DTYPE = torch.float64")
+_WITH_OFFSET = 'self.lin = nn.Linear(4, 4)\nself.register_buffer("offset", torch.ones(4))'  # a model's init
 
-CELLS: tuple[Cell, ...] = (
-    Cell("control", {"": _CONTROL}, notes="no change: the second process loads the entry and hits"),
 
-    Cell("forward_code", {"": _CONTROL}, edits=(("", "* 2.0", "* 3.0 + 1.0"),),
-         notes="the forward's code edited in the cell's file"),
+def _set_on_model(name: str, forward: str, init: str, attribute: str, value: str, notes: str) -> Cell:
+    """A module's cell whose change sets ``attribute`` of the built model to ``value``."""
+    changed = f"model.{attribute} = {value}\nyield {{}}"
+    return Cell(name, {"": _model(forward, head="import contextlib", init=init, changed=changed)}, notes=notes)
 
-    Cell("helper_code", {
-        "": _src("""
-            import stale_cell_helper_code_lib as lib
 
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
+def _code_cells(names: tuple[str, str, str], control: str, helper: str, code_notes: str) -> tuple[Cell, ...]:
+    """A kind's first cells: the ``control`` program (the cells after are variations of it)
+    unchanged, its code edited, and a ``helper`` program whose ``lib.mix`` is edited in its own file."""
+    mix = _src("""
+        def mix(x):
+            return torch.tanh(x) * 2.0
+    """)
+    return (
+        Cell(names[0], {"": control}, notes="no change: the second process loads the entry and hits"),
+        Cell(names[1], {"": control}, edits=(("", "* 2.0", "* 3.0 + 1.0"),), notes=code_notes),
+        Cell(names[2], {"": helper, "_lib": mix},
+             edits=(("_lib", "torch.tanh(x) * 2.0", "torch.sigmoid(x) * 3.0 - 1.0"),),
+             notes="a helper's code edited in its own file (the cell's file unchanged)"),
+    )
 
-                def forward(self, x):
-                    return lib.mix(self.lin(x))
 
-            def build():
-                return Model()
-        """),
-        "_lib": _src("""
-            def mix(x):
-                return torch.tanh(x) * 2.0
-        """)},
-        edits=(("_lib", "torch.tanh(x) * 2.0", "torch.sigmoid(x) * 3.0 - 1.0"),),
-        notes="a helper's code edited in its own file (the cell's file unchanged)"),
+def _key_cells(prefix: str, program: Callable[..., str], control: str) -> tuple[Cell, ...]:
+    """A kind's cells whose change is in the program key, not in the output: its ``control``
+    program run under another executors list, and under another version of lightning-thunder."""
+    newer_thunder = _rebinding("program_key.library_versions", "lambda: dict(versions)", before=(
+        'versions = {**original(), "lightning-thunder": original()["lightning-thunder"] + ".post1"}\n'))
+    executors = program(control, changed='yield {"executors": [get_executor("torch")]}',
+                        head="import contextlib\n\nfrom thunder.extend import get_executor")
+    version = program(control, changed=newer_thunder,
+                      head="import contextlib\n\nfrom metatrace.entry_cache import program_key")
+    return (
+        Cell(f"{prefix}executors", {"": executors}, changes_output=False,
+             notes="the executors list: thunder's defaults first, then the torch executor alone"),
+        Cell(f"{prefix}version_string", {"": version}, changes_output=False,
+             notes="lightning-thunder's version string (patched before the first jitted call)"),
+    )
 
-    Cell("class_attribute", {
-        "": _src("""
-            class Model(nn.Module):
-                scale = 2.0
 
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
+CELLS: tuple[Cell, ...] = _code_cells(
+    ("control", "forward_code", "helper_code"), _model("return torch.tanh(self.lin(x)) * 2.0"),
+    _model("return lib.mix(self.lin(x))", head="import stale_cell_helper_code_lib as lib"),
+    code_notes="the forward's code edited in the cell's file") + (
 
-                def forward(self, x):
-                    y = self.lin(x) * self.scale
-                    return torch.tanh(y) if self.scale < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return Model()
-        """)},
-        edits=(("", "scale = 2.0", "scale = 3.0"),),
-        notes="a class attribute edited in the class's body (the cell's file)"),
+    Cell("class_attribute", {"": _model(_decides("self.scale", "self.lin(x)"), attributes="scale = 2.0")},
+         edits=(("", "scale = 2.0", "scale = 3.0"),),
+         notes="a class attribute edited in the class's body (the cell's file)"),
 
     Cell("class_attribute_of_base", {
-        "": _src("""
-            from stale_cell_class_attribute_of_base_lib import Base
-
-            class Model(Base):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    y = self.lin(x) * self.scale
-                    return torch.tanh(y) if self.scale < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return Model()
-        """),
+        "": _model(_decides("self.scale", "self.lin(x)"), base="Base",
+                   head="from stale_cell_class_attribute_of_base_lib import Base"),
         "_lib": _src("""
             class Base(nn.Module):
                 scale = 2.0
@@ -142,22 +179,9 @@ CELLS: tuple[Cell, ...] = (
         notes="a base class's attribute edited in a file whose code the compile never runs"),
 
     Cell("config_value", {
-        "": _src("""
-            from stale_cell_config_value_lib import ALPHA, Config
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.config = Config(alpha=ALPHA)
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    y = self.lin(x) * self.config.alpha + self.config.beta
-                    return torch.tanh(y) if self.config.alpha > 0.4 else torch.sigmoid(y)
-
-            def build():
-                return Model()
-        """),
+        "": _model(_decides("self.config.alpha", "self.lin(x)", "self.config.beta", "> 0.4"),
+                   head="from stale_cell_config_value_lib import ALPHA, Config",
+                   init="self.config = Config(alpha=ALPHA)\nself.lin = nn.Linear(4, 4)"),
         "_lib": _src("""
             import dataclasses
 
@@ -171,167 +195,54 @@ CELLS: tuple[Cell, ...] = (
         edits=(("_lib", "ALPHA = 0.5", "ALPHA = 0.25"),),
         notes="a config object's value set by the constructor from a constant in a file the compile never runs"),
 
-    Cell("global_in_file", {
-        "": _src("""
-            SCALE = 2.0
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    y = self.lin(x) * SCALE
-                    return torch.tanh(y) if SCALE < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return Model()
-        """)},
-        edits=(("", "SCALE = 2.0", "SCALE = 3.0"),),
-        notes="a module global's initial value edited"),
+    Cell("global_in_file", {"": _model(_decides("SCALE", "self.lin(x)"), head="SCALE = 2.0")},
+         edits=(("", "SCALE = 2.0", "SCALE = 3.0"),), notes="a module global's initial value edited"),
 
     Cell("global_rebound", {
-        "": _src("""
+        "": _model(_decides("SCALE", "self.lin(x)"), changed=_REBIND_SCALE, head="""
             import contextlib
             import sys
 
             SCALE = 2.0
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    y = self.lin(x) * SCALE
-                    return torch.tanh(y) if SCALE < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return Model()
-
-            @contextlib.contextmanager
-            def changed(model):
-                module = sys.modules[__name__]
-                module.SCALE = 3.0
-                try:
-                    yield {}
-                finally:
-                    module.SCALE = 2.0
         """)},
         notes="a module global rebound at run time (no file changes)"),
 
     Cell("global_of_other_module", {
-        "": _src("""
-            import stale_cell_global_of_other_module_lib as settings
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    y = self.lin(x) * settings.SCALE
-                    return torch.tanh(y) if settings.SCALE < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return Model()
-        """),
+        "": _model(_decides("settings.SCALE", "self.lin(x)"),
+                   head="import stale_cell_global_of_other_module_lib as settings"),
         "_lib": "SCALE = 2.0\n"},
-        edits=(("_lib", "SCALE = 2.0", "SCALE = 3.0"),),
+        edits=(_SCALE_EDIT,),
         notes="another module's global, read as its attribute, edited in a file the compile never runs"),
 
-    Cell("default_in_file", {
-        "": _src("""
+    Cell("default_in_file", {"": _model("return scaled(self.lin(x))", head="""
             def scaled(x, k=2.0):
                 return torch.tanh(x * k) if k < 2.5 else torch.sigmoid(x * k)
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    return scaled(self.lin(x))
-
-            def build():
-                return Model()
         """)},
         edits=(("", "k=2.0", "k=3.0"),),
         notes="a function's default edited (the function's code object is the same)"),
 
     Cell("default_rebound", {
-        "": _src("""
+        "": _model("return scaled(self.lin(x))", head="""
             import contextlib
 
             def scaled(x, k=2.0):
                 return torch.tanh(x * k) if k < 2.5 else torch.sigmoid(x * k)
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    return scaled(self.lin(x))
-
-            def build():
-                return Model()
-
-            @contextlib.contextmanager
-            def changed(model):
-                scaled.__defaults__ = (3.0,)
-                try:
-                    yield {}
-                finally:
-                    scaled.__defaults__ = (2.0,)
-        """)},
+        """, changed=_rebinding("scaled.__defaults__", "(3.0,)", "(2.0,)"))},
         notes="a function's __defaults__ rebound at run time (no file, no code changes)"),
 
     Cell("enum_member", {
-        "": _src("""
-            from stale_cell_enum_member_lib import Mode
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    y = self.lin(x) * Mode.SCALE.value
-                    return torch.tanh(y) if Mode.SCALE.value < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return Model()
-        """),
-        "_lib": _src("""
-            import enum
-
-            class Mode(enum.Enum):
-                SCALE = 2.0
-                SHIFT = 1.0
-        """)},
-        edits=(("_lib", "SCALE = 2.0", "SCALE = 3.0"),),
-        notes="an enum member's value edited in a file the compile never runs"),
+        "": _model(_decides("Mode.SCALE.value", "self.lin(x)"), head="from stale_cell_enum_member_lib import Mode"),
+        "_lib": _MODE_LIB},
+        edits=(_SCALE_EDIT,), notes="an enum member's value edited in a file the compile never runs"),
 
     Cell("enum_member_chosen", {
-        "": _src("""
-            from stale_cell_enum_member_chosen_lib import CHOSEN, Mode
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.mode = Mode[CHOSEN]
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    y = self.lin(x)
-                    if self.mode is Mode.TANH:
-                        return torch.tanh(y)
-                    return torch.sigmoid(y)
-
-            def build():
-                return Model()
-        """),
+        "": _model("""
+            y = self.lin(x)
+            if self.mode is Mode.TANH:
+                return torch.tanh(y)
+            return torch.sigmoid(y)
+        """, head="from stale_cell_enum_member_chosen_lib import CHOSEN, Mode",
+            init="self.mode = Mode[CHOSEN]\nself.lin = nn.Linear(4, 4)"),
         "_lib": _src("""
             import enum
 
@@ -344,55 +255,16 @@ CELLS: tuple[Cell, ...] = (
         edits=(("_lib", 'CHOSEN = "TANH"', 'CHOSEN = "SIGMOID"'),),
         notes="the enum member the module holds (checked by identity) chosen from a file the compile never runs"),
 
-    Cell("callee_on_instance", {
-        "": _src("""
-            import contextlib
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.act = torch.relu
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    return self.act(self.lin(x))
-
-            def build():
-                return Model()
-
-            @contextlib.contextmanager
-            def changed(model):
-                model.act = torch.sigmoid
-                yield {}
-        """)},
-        notes="the callee an nn.Module instance holds swapped after construction"),
+    _set_on_model("callee_on_instance", "return self.act(self.lin(x))",
+                  "self.act = torch.relu\nself.lin = nn.Linear(4, 4)", "act", "torch.sigmoid",
+                  notes="the callee an nn.Module instance holds swapped after construction"),
 
     Cell("callee_on_module", {
-        "": _src("""
+        "": _model("return lib.act(self.lin(x))", head="""
             import contextlib
 
             import stale_cell_callee_on_module_lib as lib
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    return lib.act(self.lin(x))
-
-            def build():
-                return Model()
-
-            @contextlib.contextmanager
-            def changed(model):
-                original = lib.act
-                lib.act = lib.other_act
-                try:
-                    yield {}
-                finally:
-                    lib.act = original
-        """),
+        """, changed=_rebinding("lib.act", "lib.other_act")),
         "_lib": _src("""
             def act(x):
                 return torch.relu(x)
@@ -402,253 +274,58 @@ CELLS: tuple[Cell, ...] = (
         """)},
         notes="a function swapped on a Python module at run time (the files unchanged)"),
 
-    Cell("submodule_rebound", {
-        "": _src("""
-            import contextlib
+    _set_on_model("submodule_rebound", "return self.act(self.lin(x))",
+                  "self.lin = nn.Linear(4, 4)\nself.act = nn.ReLU()", "act", "nn.Tanh()",
+                  notes="a submodule rebound to another module class after construction"),
 
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-                    self.act = nn.ReLU()
+    _set_on_model("submodule_attribute", "return self.act(self.lin(x))",
+                  "self.lin = nn.Linear(4, 4)\nself.act = nn.LeakyReLU(0.2)", "act", "nn.LeakyReLU(0.05)",
+                  notes="a submodule rebound to one of the same class with another setting"),
 
-                def forward(self, x):
-                    return self.act(self.lin(x))
+    _set_on_model("buffer_rebound", "return self.lin(x) + self.offset", _WITH_OFFSET,
+                  "offset", "torch.full((4,), 2.0, dtype=torch.float64)",
+                  notes="a buffer rebound to a tensor of another dtype (and values) after construction"),
 
-            def build():
-                return Model()
-
-            @contextlib.contextmanager
-            def changed(model):
-                model.act = nn.Tanh()
-                yield {}
-        """)},
-        notes="a submodule rebound to another module class after construction"),
-
-    Cell("submodule_attribute", {
-        "": _src("""
-            import contextlib
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-                    self.act = nn.LeakyReLU(0.2)
-
-                def forward(self, x):
-                    return self.act(self.lin(x))
-
-            def build():
-                return Model()
-
-            @contextlib.contextmanager
-            def changed(model):
-                model.act = nn.LeakyReLU(0.05)
-                yield {}
-        """)},
-        notes="a submodule rebound to one of the same class with another setting"),
-
-    Cell("buffer_rebound", {
-        "": _src("""
-            import contextlib
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-                    self.register_buffer("offset", torch.ones(4))
-
-                def forward(self, x):
-                    return self.lin(x) + self.offset
-
-            def build():
-                return Model()
-
-            @contextlib.contextmanager
-            def changed(model):
-                model.offset = torch.full((4,), 2.0, dtype=torch.float64)
-                yield {}
-        """)},
-        notes="a buffer rebound to a tensor of another dtype (and values) after construction"),
-
-    Cell("buffer_removed", {
-        "": _src("""
-            import contextlib
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-                    self.register_buffer("offset", torch.ones(4))
-
-                def forward(self, x):
-                    y = self.lin(x)
-                    if self.offset is not None:
-                        y = y + self.offset
-                    return y
-
-            def build():
-                return Model()
-
-            @contextlib.contextmanager
-            def changed(model):
-                model.offset = None
-                yield {}
-        """)},
-        notes="a buffer rebound to None after construction (the forward branches on it)"),
+    _set_on_model("buffer_removed", """
+            y = self.lin(x)
+            if self.offset is not None:
+                y = y + self.offset
+            return y
+        """, _WITH_OFFSET, "offset", "None",
+                  notes="a buffer rebound to None after construction (the forward branches on it)"),
 
     Cell("parameter_dtype", {
-        "": _src("""
-            from stale_cell_parameter_dtype_lib import DTYPE
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.w = nn.Parameter(torch.randn(4, dtype=DTYPE))
-
-                def forward(self, x):
-                    return torch.tanh(x) * self.w
-
-            def build():
-                return Model()
-        """),
-        "_lib": _src("""
-            DTYPE = torch.float32
-        """)},
-        edits=(("_lib", "DTYPE = torch.float32", "DTYPE = torch.float64"),),
-        notes="a parameter's dtype, chosen from a constant in a file the compile never runs"),
+        "": _model("return torch.tanh(x) * self.w", head="from stale_cell_parameter_dtype_lib import DTYPE",
+                   init="self.w = nn.Parameter(torch.randn(4, dtype=DTYPE))"),
+        "_lib": _DTYPE_LIB},
+        edits=(_DTYPE_EDIT,), notes="a parameter's dtype, chosen from a constant in a file the compile never runs"),
 
     Cell("env_var", {
-        "": _src("""
-            import contextlib
-            import os
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    scale = float(os.environ.get("STALE_CELL_SCALE", "2.0"))
-                    y = self.lin(x) * scale
-                    return torch.tanh(y) if scale < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return Model()
-
-            @contextlib.contextmanager
-            def changed(model):
-                old = os.environ.get("STALE_CELL_SCALE")
-                os.environ["STALE_CELL_SCALE"] = "3.0"
-                try:
-                    yield {}
-                finally:
-                    if old is None:
-                        del os.environ["STALE_CELL_SCALE"]
-                    else:
-                        os.environ["STALE_CELL_SCALE"] = old
+        "": _model('scale = float(os.environ.get("STALE_CELL_SCALE", "2.0"))\n' + _decides("scale", "self.lin(x)"),
+                   head="import contextlib\nimport os", changed="""
+            old = os.environ.get("STALE_CELL_SCALE")
+            os.environ["STALE_CELL_SCALE"] = "3.0"
+            try:
+                yield {}
+            finally:
+                if old is None:
+                    del os.environ["STALE_CELL_SCALE"]
+                else:
+                    os.environ["STALE_CELL_SCALE"] = old
         """)},
         notes="an environment variable the forward reads, set to another value"),
-
-    Cell("executors", {
-        "": _src("""
-            import contextlib
-
-            from thunder.extend import get_executor
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    return torch.tanh(self.lin(x)) * 2.0
-
-            def build():
-                return Model()
-
-            @contextlib.contextmanager
-            def changed(model):
-                yield {"executors": [get_executor("torch")]}
-        """)},
-        changes_output=False,
-        notes="the executors list: thunder's defaults first, then the torch executor alone"),
-
-    Cell("version_string", {
-        "": _src("""
-            import contextlib
-
-            from metatrace.entry_cache import program_key
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    return torch.tanh(self.lin(x)) * 2.0
-
-            def build():
-                return Model()
-
-            @contextlib.contextmanager
-            def changed(model):
-                original = program_key.library_versions
-                versions = {**original(), "lightning-thunder": original()["lightning-thunder"] + ".post1"}
-                program_key.library_versions = lambda: dict(versions)
-                try:
-                    yield {}
-                finally:
-                    program_key.library_versions = original
-        """)},
-        changes_output=False,
-        notes="lightning-thunder's version string (patched before the first jitted call)"),
-)
+) + _key_cells("", _model, "return torch.tanh(self.lin(x)) * 2.0")
 
 # The same changes to a jitted function (named in the program key by its code, not by a class),
 # which calls no Python function of the user's but in fn_helper_code.
-_FN_CONTROL = _src("""
-    def f(x):
-        return torch.tanh(x) * 2.0
-
-    def build():
-        return f
-""")
-
-FUNCTION_CELLS: tuple[Cell, ...] = (
-    Cell("fn_control", {"": _FN_CONTROL}, notes="no change: the second process loads the entry and hits"),
-
-    Cell("fn_code", {"": _FN_CONTROL}, edits=(("", "* 2.0", "* 3.0 + 1.0"),),
-         notes="the jitted function's code edited"),
-
-    Cell("fn_helper_code", {
-        "": _src("""
-            import stale_cell_fn_helper_code_lib as lib
-
-            def f(x):
-                return lib.mix(x)
-
-            def build():
-                return f
-        """),
-        "_lib": _src("""
-            def mix(x):
-                return torch.tanh(x) * 2.0
-        """)},
-        edits=(("_lib", "torch.tanh(x) * 2.0", "torch.sigmoid(x) * 3.0 - 1.0"),),
-        notes="a helper's code edited in its own file"),
+FUNCTION_CELLS: tuple[Cell, ...] = _code_cells(
+    ("fn_control", "fn_code", "fn_helper_code"), _function("return torch.tanh(x) * 2.0"),
+    _function("return lib.mix(x)", head="import stale_cell_fn_helper_code_lib as lib"),
+    code_notes="the jitted function's code edited") + (
 
     Cell("fn_class_attribute", {
-        "": _src("""
-            import stale_cell_fn_class_attribute_lib as lib
-
-            def f(x):
-                y = torch.tanh(x) * lib.Settings.scale
-                return torch.tanh(y) if lib.Settings.scale < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return f
-        """),
+        "": _function(_decides("lib.Settings.scale", "torch.tanh(x)"),
+                      head="import stale_cell_fn_class_attribute_lib as lib"),
         "_lib": _src("""
             class Settings:
                 scale = 2.0
@@ -657,16 +334,8 @@ FUNCTION_CELLS: tuple[Cell, ...] = (
         notes="a class attribute edited in a file the compile never runs"),
 
     Cell("fn_config_value", {
-        "": _src("""
-            import stale_cell_fn_config_value_lib as lib
-
-            def f(x):
-                y = torch.tanh(x) * lib.CONFIG.alpha + lib.CONFIG.beta
-                return torch.tanh(y) if lib.CONFIG.alpha > 0.4 else torch.sigmoid(y)
-
-            def build():
-                return f
-        """),
+        "": _function(_decides("lib.CONFIG.alpha", "torch.tanh(x)", "lib.CONFIG.beta", "> 0.4"),
+                      head="import stale_cell_fn_config_value_lib as lib"),
         "_lib": _src("""
             import dataclasses
 
@@ -681,196 +350,56 @@ FUNCTION_CELLS: tuple[Cell, ...] = (
         notes="a config object's value edited in a file the compile never runs"),
 
     Cell("fn_global_rebound", {
-        "": _src("""
-            import contextlib
-            import sys
-
-            SCALE = 2.0
-
-            def f(x):
-                y = torch.tanh(x) * SCALE
-                return torch.tanh(y) if SCALE < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return f
-
-            @contextlib.contextmanager
-            def changed(fn):
-                module = sys.modules[__name__]
-                module.SCALE = 3.0
-                try:
-                    yield {}
-                finally:
-                    module.SCALE = 2.0
-        """)},
+        "": _function(_decides("SCALE", "torch.tanh(x)"), head="import contextlib\nimport sys\n\nSCALE = 2.0",
+                      changed=_REBIND_SCALE)},
         notes="a module global rebound at run time (no file changes)"),
 
     Cell("fn_global_of_other_module", {
-        "": _src("""
-            import stale_cell_fn_global_of_other_module_lib as settings
-
-            def f(x):
-                y = torch.tanh(x) * settings.SCALE
-                return torch.tanh(y) if settings.SCALE < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return f
-        """),
+        "": _function(_decides("settings.SCALE", "torch.tanh(x)"),
+                      head="import stale_cell_fn_global_of_other_module_lib as settings"),
         "_lib": "SCALE = 2.0\n"},
-        edits=(("_lib", "SCALE = 2.0", "SCALE = 3.0"),),
-        notes="another module's global edited in a file the compile never runs"),
+        edits=(_SCALE_EDIT,), notes="another module's global edited in a file the compile never runs"),
 
     Cell("fn_default", {
-        "": _src("""
-            import contextlib
-
-            def f(x, k=2.0):
-                y = torch.tanh(x) * k
-                return torch.tanh(y) if k < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return f
-
-            @contextlib.contextmanager
-            def changed(fn):
-                fn.__defaults__ = (3.0,)
-                try:
-                    yield {}
-                finally:
-                    fn.__defaults__ = (2.0,)
-        """)},
+        "": _function(_decides("k", "torch.tanh(x)"), params="x, k=2.0", head="import contextlib",
+                      changed=_rebinding("fn.__defaults__", "(3.0,)", "(2.0,)"))},
         notes="the jitted function's __defaults__ rebound at run time (its code, in the key, unchanged)"),
 
     Cell("fn_enum_member", {
-        "": _src("""
-            import stale_cell_fn_enum_member_lib as lib
-
-            def f(x):
-                y = torch.tanh(x) * lib.Mode.SCALE.value
-                return torch.tanh(y) if lib.Mode.SCALE.value < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return f
-        """),
-        "_lib": _src("""
-            import enum
-
-            class Mode(enum.Enum):
-                SCALE = 2.0
-                SHIFT = 1.0
-        """)},
-        edits=(("_lib", "SCALE = 2.0", "SCALE = 3.0"),),
-        notes="an enum member's value edited in a file the compile never runs"),
+        "": _function(_decides("lib.Mode.SCALE.value", "torch.tanh(x)"),
+                      head="import stale_cell_fn_enum_member_lib as lib"),
+        "_lib": _MODE_LIB},
+        edits=(_SCALE_EDIT,), notes="an enum member's value edited in a file the compile never runs"),
 
     Cell("fn_callee_on_module", {
-        "": _src("""
+        "": _function("return lib.act(x) * 2.0", head="""
             import contextlib
 
             import stale_cell_fn_callee_on_module_lib as lib
-
-            def f(x):
-                return lib.act(x) * 2.0
-
-            def build():
-                return f
-
-            @contextlib.contextmanager
-            def changed(fn):
-                original = lib.act
-                lib.act = torch.sigmoid
-                try:
-                    yield {}
-                finally:
-                    lib.act = original
-        """),
+        """, changed=_rebinding("lib.act", "torch.sigmoid")),
         "_lib": _src("""
             act = torch.relu
         """)},
         notes="a (builtin) callee swapped on a Python module at run time"),
 
     Cell("fn_dtype_constant", {
-        "": _src("""
-            import stale_cell_fn_dtype_constant_lib as lib
-
-            def f(x):
-                return torch.tanh(x).to(lib.DTYPE) * 2.0
-
-            def build():
-                return f
-        """),
-        "_lib": _src("""
-            DTYPE = torch.float32
-        """)},
-        edits=(("_lib", "DTYPE = torch.float32", "DTYPE = torch.float64"),),
+        "": _function("return torch.tanh(x).to(lib.DTYPE) * 2.0",
+                      head="import stale_cell_fn_dtype_constant_lib as lib"),
+        "_lib": _DTYPE_LIB},
+        edits=(_DTYPE_EDIT,),
         notes="a dtype read from another module's constant, edited in a file the compile never runs"),
 
     Cell("fn_env_var", {
-        "": _src("""
-            import contextlib
-            import os
-
-            def f(x):
-                scale = float(os.environ.get("STALE_CELL_FN_SCALE", "2.0"))
-                y = torch.tanh(x) * scale
-                return torch.tanh(y) if scale < 2.5 else torch.sigmoid(y)
-
-            def build():
-                return f
-
-            @contextlib.contextmanager
-            def changed(fn):
-                os.environ["STALE_CELL_FN_SCALE"] = "3.0"
-                try:
-                    yield {}
-                finally:
-                    del os.environ["STALE_CELL_FN_SCALE"]
+        "": _function('scale = float(os.environ.get("STALE_CELL_FN_SCALE", "2.0"))\n'
+                      + _decides("scale", "torch.tanh(x)"), head="import contextlib\nimport os", changed="""
+            os.environ["STALE_CELL_FN_SCALE"] = "3.0"
+            try:
+                yield {}
+            finally:
+                del os.environ["STALE_CELL_FN_SCALE"]
         """)},
         notes="an environment variable the function reads, set to another value"),
-
-    Cell("fn_executors", {
-        "": _src("""
-            import contextlib
-
-            from thunder.extend import get_executor
-
-            def f(x):
-                return torch.tanh(x) * 2.0
-
-            def build():
-                return f
-
-            @contextlib.contextmanager
-            def changed(fn):
-                yield {"executors": [get_executor("torch")]}
-        """)},
-        changes_output=False,
-        notes="the executors list: thunder's defaults first, then the torch executor alone"),
-
-    Cell("fn_version_string", {
-        "": _src("""
-            import contextlib
-
-            from metatrace.entry_cache import program_key
-
-            def f(x):
-                return torch.tanh(x) * 2.0
-
-            def build():
-                return f
-
-            @contextlib.contextmanager
-            def changed(fn):
-                original = program_key.library_versions
-                versions = {**original(), "lightning-thunder": original()["lightning-thunder"] + ".post1"}
-                program_key.library_versions = lambda: dict(versions)
-                try:
-                    yield {}
-                finally:
-                    program_key.library_versions = original
-        """)},
-        changes_output=False,
-        notes="lightning-thunder's version string (patched before the first jitted call)"),
-)
+) + _key_cells("fn_", _function, "return torch.tanh(x) * 2.0")
 
 CELLS += FUNCTION_CELLS
 
@@ -878,68 +407,18 @@ CELLS += FUNCTION_CELLS
 # stored entry may serve the new value (a hit); the claim is only that the output equals eager.
 VALUE_ONLY_CELLS: tuple[Cell, ...] = (
     Cell("value_only_global", {
-        "": _src("""
-            import contextlib
-            import sys
-
-            SCALE = 2.0
-
-            class Model(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.lin = nn.Linear(4, 4)
-
-                def forward(self, x):
-                    return self.lin(x) * SCALE
-
-            def build():
-                return Model()
-
-            @contextlib.contextmanager
-            def changed(model):
-                module = sys.modules[__name__]
-                module.SCALE = 3.0
-                try:
-                    yield {}
-                finally:
-                    module.SCALE = 2.0
-        """)},
+        "": _model("return self.lin(x) * SCALE", head="import contextlib\nimport sys\n\nSCALE = 2.0",
+                   changed=_REBIND_SCALE)},
         expect_miss=False, notes="a module global used only as a factor, rebound at run time"),
 
     Cell("fn_value_only_global", {
-        "": _src("""
-            import contextlib
-            import sys
-
-            SCALE = 2.0
-
-            def f(x):
-                return torch.tanh(x) * SCALE
-
-            def build():
-                return f
-
-            @contextlib.contextmanager
-            def changed(fn):
-                module = sys.modules[__name__]
-                module.SCALE = 3.0
-                try:
-                    yield {}
-                finally:
-                    module.SCALE = 2.0
-        """)},
+        "": _function("return torch.tanh(x) * SCALE", head="import contextlib\nimport sys\n\nSCALE = 2.0",
+                      changed=_REBIND_SCALE)},
         expect_miss=False, notes="a module global used only as a factor, rebound at run time"),
 
     Cell("fn_value_only_config", {
-        "": _src("""
-            import stale_cell_fn_value_only_config_lib as lib
-
-            def f(x):
-                return torch.tanh(x) * lib.CONFIG.alpha + lib.Mode.SHIFT.value
-
-            def build():
-                return f
-        """),
+        "": _function("return torch.tanh(x) * lib.CONFIG.alpha + lib.Mode.SHIFT.value",
+                      head="import stale_cell_fn_value_only_config_lib as lib"),
         "_lib": _src("""
             import dataclasses
             import enum

@@ -84,6 +84,15 @@ def jit(fn=two_ops):
     return thunder.jit(fn, cache="symbolic values")
 
 
+def fresh_call(x=None):
+    """A fresh jit of two_ops called once on ``x`` (the sample by default): the jitted callable, the
+    call's output and the EntryCacheWarnings it raised."""
+    jitted = jit()
+    with entry_warnings() as found:
+        out = jitted(sample() if x is None else x)
+    return jitted, out, found
+
+
 def entry_files_in(directory: Path) -> list[Path]:
     return sorted(directory.glob("*/*" + entry_files.SUFFIX))
 
@@ -104,9 +113,7 @@ def store(fn=two_ops) -> Path:
 
 def test_an_entry_stored_by_one_jit_is_loaded_by_a_fresh_one(enabled, entry_dir):
     store()
-    jitted = jit()
-    with entry_warnings() as found:
-        out = jitted(sample())
+    jitted, out, found = fresh_call()
     assert thunder.cache_misses(jitted) == 0
     assert entry_cache_stats(jitted).loaded == 1
     assert torch.equal(out, two_ops(sample()))
@@ -155,9 +162,7 @@ def test_a_damaged_file_is_skipped_warned_about_once_and_removed(enabled, entry_
     damaged = stored.with_name("damaged" + entry_files.SUFFIX)  # (a name no store writes)
     damaged.write_bytes(DAMAGES[damage](stored.read_bytes()))
     stored.unlink()
-    jitted = jit()
-    with entry_warnings() as found:
-        out = jitted(sample())
+    jitted, out, found = fresh_call()
     assert thunder.cache_misses(jitted) == 1
     assert entry_cache_stats(jitted).loaded == 0
     assert torch.equal(out, two_ops(sample()))
@@ -198,9 +203,7 @@ def test_a_read_only_directory_warns_once_and_the_call_runs(enabled, entry_dir, 
         target, x = store().parent, sample().to(torch.float64)
     try:
         _read_only(target, monkeypatch)
-        jitted = jit()
-        with entry_warnings() as found:
-            out = jitted(x)
+        jitted, out, found = fresh_call(x)
         assert thunder.cache_misses(jitted) == 1
         assert torch.equal(out, two_ops(x))
         assert entry_cache_stats(jitted).stored == 0
@@ -246,9 +249,7 @@ def _no_space(monkeypatch, how: str, directory: Path) -> None:
 @pytest.mark.parametrize("how", ["at the rename", "halfway through the data"])
 def test_no_space_left_warns_once_and_leaves_no_temporary_file(enabled, entry_dir, monkeypatch, how):
     _no_space(monkeypatch, how, entry_dir)
-    jitted = jit()
-    with entry_warnings() as found:
-        out = jitted(sample())
+    jitted, out, found = fresh_call()
     assert torch.equal(out, two_ops(sample()))
     assert entry_cache_stats(jitted).stored == 0
     assert len(found) == 1

@@ -64,6 +64,25 @@ def _program(builtin: str, kind: str):
     return lambda x, a: compute(x, read(x, a))
 
 
+def _misses(fn, x, args) -> int:
+    """How many times ``fn``, jitted, compiles over the calls ``fn(x, a)``, for each ``a`` of ``args`` in turn."""
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for a in args:
+        jf(x, a)
+    return thunder.cache_misses(jf)
+
+
+def _after(fn, x, first, then):
+    """``fn``, jitted, called on ``(x, first)`` and then on ``(x, then)``: that call's result, and eager's."""
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    jf(x, first)
+    return jf(x, then), fn(x, then)
+
+
+def _doubled_for_123(x, l):
+    return x * 2 if l == [1, 2, 3] else x
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("builtin", BUILTINS)
 def test_a_builtin_over_an_arguments_numbers_is_eagers_as_they_change(enabled, builtin, kind):
@@ -78,66 +97,38 @@ def test_a_builtin_over_an_arguments_numbers_is_eagers_as_they_change(enabled, b
 @pytest.mark.parametrize("builtin", BUILTINS)
 def test_a_fresh_equal_argument_reuses_the_entry(enabled, builtin, kind):
     fn, make = _program(builtin, kind), KINDS[kind][0]
-    jf = thunder.jit(fn, cache=SYMBOLIC)
-    x = torch.ones(3)
-    jf(x, make((1, 2, 3)))
-    jf(x, make((1, 2, 3)))
-    assert thunder.cache_misses(jf) == 1
+    assert _misses(fn, torch.ones(3), (make((1, 2, 3)) for _ in range(2))) == 1
 
 
 def test_the_set_of_a_list_argument_misses_where_its_duplicates_change(enabled):
     # the issue's program: the entry made for [1, 2, 3] served [1, 1, 3]
     fn = lambda x, l: (x.new_zeros(len(set(l))), sorted(set(l)))  # noqa: E731
-    jf = thunder.jit(fn, cache=SYMBOLIC)
-    x = torch.ones(2)
-    jf(x, [1, 2, 3])
-    assert _same(jf(x, [1, 1, 3]), fn(x, [1, 1, 3]))
+    assert _same(*_after(fn, torch.ones(2), [1, 2, 3], [1, 1, 3]))
 
 
 def test_the_set_of_a_list_argument_is_checked_by_the_prologue(enabled):
     fn = lambda x, l: x.new_zeros(len(set(l)))  # noqa: E731
-    jf = thunder.jit(fn, cache=SYMBOLIC)
-    x = torch.ones(2)
-    for l in ([1, 2, 3], [1, 1, 3], [1, 2, 3]):
-        jf(x, l)
-    assert thunder.cache_misses(jf) == 2
+    assert _misses(fn, torch.ones(2), ([1, 2, 3], [1, 1, 3], [1, 2, 3])) == 2
 
 
 def test_a_list_compared_is_guarded_by_relations(enabled):
     # [1, 2, 4] and [1, 2, 5] differ from [1, 2, 3] at the same element: one entry serves both
-    fn = lambda x, l: x * 2 if l == [1, 2, 3] else x  # noqa: E731
-    jf = thunder.jit(fn, cache=SYMBOLIC)
-    x = torch.ones(2)
-    for l in ([1, 2, 4], [1, 2, 5]):
-        jf(x, l)
-    assert thunder.cache_misses(jf) == 1
+    assert _misses(_doubled_for_123, torch.ones(2), ([1, 2, 4], [1, 2, 5])) == 1
 
 
 def test_a_list_compared_misses_where_the_comparison_changes(enabled):
-    fn = lambda x, l: x * 2 if l == [1, 2, 3] else x  # noqa: E731
-    jf = thunder.jit(fn, cache=SYMBOLIC)
-    x = torch.ones(2)
-    jf(x, [1, 2, 4])
-    assert _same(jf(x, [1, 2, 3]), fn(x, [1, 2, 3]))
+    assert _same(*_after(_doubled_for_123, torch.ones(2), [1, 2, 4], [1, 2, 3]))
 
 
 def test_a_list_whose_numbers_c_code_does_not_read_keeps_one_entry(enabled):
     # len, isinstance and id read no number: nothing is pinned
     fn = lambda x, l: x[: len(l)] * (2 if isinstance(l, list) else 3) + (id(l) > 0)  # noqa: E731
-    jf = thunder.jit(fn, cache=SYMBOLIC)
-    x = torch.ones(4)
-    for l in ([1, 2, 3], [4, 5, 6], [7, 7, 7]):
-        jf(x, l)
-    assert thunder.cache_misses(jf) == 1
+    assert _misses(fn, torch.ones(4), ([1, 2, 3], [4, 5, 6], [7, 7, 7])) == 1
 
 
 def test_the_set_of_a_dicts_keys_does_not_pin_its_values(enabled):
     fn = lambda x, d: x * len(set(d)) + d["a"]  # noqa: E731
-    jf = thunder.jit(fn, cache=SYMBOLIC)
-    x = torch.ones(2)
-    for v in (1, 2, 3):
-        jf(x, {"a": v, "b": 0})
-    assert thunder.cache_misses(jf) == 1
+    assert _misses(fn, torch.ones(2), ({"a": v, "b": 0} for v in (1, 2, 3))) == 1
 
 
 def test_a_list_of_tensors_and_numbers_gives_c_code_the_tensors(enabled):

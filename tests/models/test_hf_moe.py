@@ -21,6 +21,8 @@ parameter gradient against eager, both trace checkers.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import thunder
 import torch
@@ -100,14 +102,13 @@ class Run:
 
 @pytest.fixture(scope="module")
 def runs(moe_enabled):
-    return {}
+    """A case's run, made once in this module (metatrace enabled) when a test first asks for it."""
+    return functools.cache(lambda case: Run(*case))
 
 
 @pytest.fixture
 def run(runs, request):
-    if request.param not in runs:
-        runs[request.param] = Run(*request.param)
-    return runs[request.param]
+    return runs(request.param)
 
 
 def test_the_default_experts_implementation_is_grouped_mm():

@@ -41,6 +41,7 @@ tiny Llama, ``model.forward = thunderfx(model.forward)``), and small models with
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pytest
@@ -206,14 +207,13 @@ def fx_enabled():
 
 @pytest.fixture(scope="module")
 def runs(fx_enabled):
-    return {}
+    """A case's run, made once in this module (metatrace enabled) when a test first asks for it."""
+    return functools.cache(lambda name: TRAINING[name]())
 
 
 @pytest.fixture
 def run(runs, request):
-    if request.param not in runs:
-        runs[request.param] = TRAINING[request.param]()
-    return runs[request.param]
+    return runs(request.param)
 
 
 ALL = pytest.mark.parametrize("run", list(TRAINING), indirect=True)

@@ -68,6 +68,16 @@ def _bitwise_same(a, b) -> bool:
     )
 
 
+def _check_raises_as_eager(fn, valid, invalid, error: type[Exception]) -> None:
+    """``fn(torch.ones(2), n)`` jitted: as eager on ``valid``, then raising ``error`` on ``invalid`` as eager does."""
+    jf = thunder.jit(fn, cache="symbolic values")
+    assert _same(jf(torch.ones(2), valid), fn(torch.ones(2), valid))
+    with pytest.raises(error):
+        fn(torch.ones(2), invalid)
+    with pytest.raises(error):
+        jf(torch.ones(2), invalid)
+
+
 def _qk(n):
     g = torch.Generator().manual_seed(n)
     return torch.randn(2, 3, n, generator=g), torch.randn(2, 3, n, generator=g)
@@ -228,13 +238,7 @@ def test_new_full_with_a_gradient(enabled):
 
 
 def test_new_full_with_a_negative_size_raises_as_eager(enabled):
-    fn = lambda x, n: x.new_full((n,), 1.0)  # noqa: E731
-    jf = thunder.jit(fn, cache="symbolic values")
-    assert _same(jf(torch.ones(2), 2), fn(torch.ones(2), 2))
-    with pytest.raises(RuntimeError):
-        fn(torch.ones(2), -1)
-    with pytest.raises(RuntimeError):
-        jf(torch.ones(2), -1)
+    _check_raises_as_eager(lambda x, n: x.new_full((n,), 1.0), 2, -1, RuntimeError)
 
 
 def test_fill_value_from_a_size(enabled):
@@ -423,13 +427,7 @@ def test_true_division_of_an_int_beyond_2_53_is_exact(enabled):
 
 
 def test_sqrt_of_a_negative_number_raises_as_eager(enabled):
-    fn = lambda x, n: x * math.sqrt(n)  # noqa: E731
-    jf = thunder.jit(fn, cache="symbolic values")
-    assert _same(jf(torch.ones(2), 4), fn(torch.ones(2), 4))
-    with pytest.raises(ValueError):
-        fn(torch.ones(2), -4)
-    with pytest.raises(ValueError):
-        jf(torch.ones(2), -4)
+    _check_raises_as_eager(lambda x, n: x * math.sqrt(n), 4, -4, ValueError)
 
 
 class _ScaledConv(torch.nn.Module):

@@ -32,29 +32,38 @@ def _wrapped_dict(inst, pairs: list) -> object:
     return result
 
 
-def _tracked_build_map(original):
-    @functools.wraps(original)
-    def _build_map_handler(inst, /, stack, **kwargs):
-        if not get_interpretercompilectx()._with_provenance_tracking:
-            return original(inst, stack=stack, **kwargs)
-        flat = [stack.pop_wrapped() for _ in range(2 * inst.arg)][::-1]  # k0, v0, k1, v1, ...
-        stack.append(_wrapped_dict(inst, list(zip(flat[::2], flat[1::2]))))
-        return None
-
-    return _build_map_handler
+def _map_pairs(inst, stack) -> list:
+    """``BUILD_MAP``'s operands, popped: ``inst.arg`` keys and values (k0, v0, k1, v1, ...)."""
+    flat = [stack.pop_wrapped() for _ in range(2 * inst.arg)][::-1]
+    return list(zip(flat[::2], flat[1::2]))
 
 
-def _tracked_build_const_key_map(original):
-    @functools.wraps(original)
-    def _build_const_key_map_handler(inst, /, stack, **kwargs):
-        if not get_interpretercompilectx()._with_provenance_tracking:
-            return original(inst, stack=stack, **kwargs)
-        keys = stack.pop_wrapped()
-        values = [stack.pop_wrapped() for _ in range(inst.arg)][::-1]
-        stack.append(_wrapped_dict(inst, [(wrap_const(k), v) for k, v in zip(keys.value, values, strict=True)]))
-        return None
+def _const_key_map_pairs(inst, stack) -> list:
+    """``BUILD_CONST_KEY_MAP``'s operands, popped: ``inst.arg`` values under a constant tuple of keys."""
+    keys = stack.pop_wrapped()
+    values = [stack.pop_wrapped() for _ in range(inst.arg)][::-1]
+    return [(wrap_const(k), v) for k, v in zip(keys.value, values, strict=True)]
 
-    return _build_const_key_map_handler
+
+def _tracking(pop_pairs):
+    """A wrapper of thunder's handler of a dict literal's opcode whose operands ``pop_pairs`` pops:
+    with provenance tracked, the dict of those pairs with its items' wrappers; else thunder's."""
+
+    def tracked(original):
+        @functools.wraps(original)
+        def handler(inst, /, stack, **kwargs):
+            if not get_interpretercompilectx()._with_provenance_tracking:
+                return original(inst, stack=stack, **kwargs)
+            stack.append(_wrapped_dict(inst, pop_pairs(inst, stack)))
+            return None
+
+        return handler
+
+    return tracked
+
+
+_tracked_build_map = _tracking(_map_pairs)
+_tracked_build_const_key_map = _tracking(_const_key_map_pairs)
 
 
 def patches() -> list[Patch]:
