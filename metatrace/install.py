@@ -18,7 +18,7 @@ from metatrace.proxies import (
     clang_math, float_numbers, number_concretizations, numel, printing, python_number_semantics, renames, shape_reads,
     size_oblivious, unbacked_shapes,
 )
-from metatrace.grad import missing_rules, requires_grad, rules, saved_values
+from metatrace.grad import missing_rules, requires_grad, rules
 from metatrace.guards import module_paths, prologue_op
 from metatrace.interpret import jit_hooks
 from metatrace.interpret.calls import dispatch, sequence_lookasides
@@ -170,7 +170,6 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         # grad transform
         lambda: rules.patches(loaded.grad_rules), missing_rules.patches,
         requires_grad.patches,
-        saved_values.patches,
         # later stages: every trace keeps producers for its size symbols
         size_producers.patches,
         symbol_costs.patches if with_fast_paths else list,

@@ -6,7 +6,8 @@ forward overwrites later reaches the backward with the new values: ``x.clone().s
 the clone, which then held ``sqrt(x)``, and the gradient was ``1 / (2 * sqrt(sqrt(x)))``;
 ``x.clone().mul_(x)`` and ``tanh_`` were wrong the same way (stock thunder too).
 
-After thunder splits the forward from the backward, every saved tensor that may share storage
+After thunder splits the forward from the backward (step 4 of the split's one wrapper,
+``metatrace.passes.size_producers``), every saved tensor that may share storage
 with a later ``copy_``'s destination is cloned right where it is defined, and the clone is
 saved instead. Storage is shared, conservatively, along view-creating operators, thunder's
 ``update_aliases`` and ``copy_`` itself (union-find over proxy names, one pass over the forward:
@@ -19,16 +20,11 @@ the in-place write.
 
 from __future__ import annotations
 
-import functools
-
-import thunder.transforms.autodiff as autodiff
 from thunder.core import prims
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceProvenance, from_trace, tracectx
 from thunder.core.update_aliases import _is_view_creation_op
 from thunder.executors import torchex
-
-from metatrace.patching import Patch, attribute
 
 
 class _Aliases:
@@ -132,21 +128,3 @@ def _with_clones(forward, body, ret, saved_tensors, saved_other, overwritten, de
     new.bound_symbols.append(ret.from_bsym(args=(ret.args[0], (saved, saved_other))))
     new.set_provenance(TraceProvenance("metatrace: saved tensors a later in-place write overwrites are cloned"))
     return new
-
-
-def _split(original):
-    @functools.wraps(original)
-    def split_into_forward_and_backward(joint_trace):
-        forward, backward = original(joint_trace)
-        if backward is None:
-            return forward, backward
-        return clone_overwritten_saved(forward), backward
-
-    return split_into_forward_and_backward
-
-
-def patches() -> list[Patch]:
-    return [
-        attribute(autodiff, "split_into_forward_and_backward", _split,
-                  "saved tensors a later in-place write overwrites are cloned", wrap=True),
-    ]

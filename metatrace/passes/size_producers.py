@@ -34,6 +34,8 @@ import thunder.transforms.autodiff as autodiff
 from thunder.core.compile_data import using_symbolic_values
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
+from metatrace.gc_pacing import paced
+from metatrace.grad.saved_values import clone_overwritten_saved
 from metatrace.state.compile_context import compile_step
 from metatrace.passes.keep_size_names import keep_size_names
 from metatrace.passes.rebindings import without_rebindings
@@ -53,14 +55,30 @@ def _dce(original):
 
 
 def _split_into_forward_and_backward(original):
+    """The forward/backward split's one wrapper, in steps:
+
+    1. the collector paced (``gc_pacing``: the split allocates in bulk);
+    2. under symbolic values, ``shape`` bindings stop re-binding sizes bound already
+       (``without_rebindings``: a binding that re-binds a forward name would pull its backward
+       tensor into the forward);
+    3. thunder's split;
+    4. saved tensors that a later in-place write overwrites are cloned (``grad.saved_values``);
+    5. under symbolic values, the producers of sizes the forward dropped come back
+       (``restore_size_producers``).
+    """
+
     @functools.wraps(original)
     def split_into_forward_and_backward(joint_trace):
-        if not using_symbolic_values():
-            return original(joint_trace)
-        # (a binding that re-binds a forward name would pull its backward tensor into the forward)
-        joint_trace = without_rebindings(joint_trace)
-        forward, backward = original(joint_trace)
-        return restore_size_producers(joint_trace, forward), backward
+        with paced():
+            symbolic = using_symbolic_values()
+            if symbolic:
+                joint_trace = without_rebindings(joint_trace)
+            forward, backward = original(joint_trace)
+            if backward is not None:
+                forward = clone_overwritten_saved(forward)
+            if symbolic:
+                forward = restore_size_producers(joint_trace, forward)
+            return forward, backward
 
     return split_into_forward_and_backward
 
@@ -74,6 +92,19 @@ def _recording(fn):
             return fn(*args, **kwargs)
 
     return wrapper
+
+
+def _operator_pass(original):
+    """The operator-executor pass's one wrapper: the collector paced (``gc_pacing``), then, under
+    symbolic values, metas recording through it (:func:`_recording`)."""
+    recording = _recording(original)
+
+    @functools.wraps(original)
+    def operator_pass(*args, **kwargs):
+        with paced():
+            return recording(*args, **kwargs)
+
+    return operator_pass
 
 
 def _processor_call(original):
@@ -97,7 +128,7 @@ def patches() -> list[Patch]:
         for original, wrap in (
             (transform_common.dce, _dce),
             (passes.transform_for_execution, _recording),
-            (passes._transform_for_operator_executor_execution, _recording),
+            (passes._transform_for_operator_executor_execution, _operator_pass),
             (autodiff.split_into_forward_and_backward, _split_into_forward_and_backward),
         )
     }

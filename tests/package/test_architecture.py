@@ -640,20 +640,9 @@ def _assigns_all(node: ast.AST) -> bool:
 
 
 # One wrapper per thunder hook (issue 55): a target of thunder's that two of metatrace's modules
-# wrap nests by the order of install.py's rows, which no reader sees; one module owns each hook and
-# states its steps in order (interpret/calls/sequence_lookasides.py, mutations/tracing_context.py).
-# Left, each with why it is not merged yet: the list may only shrink.
-STILL_WRAPPED_BY_SEVERAL = {
-    # the forward/backward split: grad.saved_values' clones innermost, then passes.size_producers'
-    # replacement (rebindings out, size producers restored), then the collector's pacing; and the
-    # operator-executor pass: size_producers' replacement inside the pacing. One wrapper of each
-    # (in passes/, the highest floor) takes in size_producers' replacements, bound wherever thunder
-    # imported the pass: a change of passes/size_producers.py, left to that module's own rework.
-    ("thunder.transforms.autodiff", "'split_into_forward_and_backward'"): {
-        "metatrace.grad.saved_values", "metatrace.passes.size_producers", "metatrace.interpret.costs.gc_pacing_phases"},
-    ("thunder.executors.passes", "'_transform_for_operator_executor_execution'"): {
-        "metatrace.passes.size_producers", "metatrace.interpret.costs.gc_pacing_phases"},
-}
+# wrap would nest by the order of install.py's rows, which no reader sees; one module owns each hook
+# and states its steps in order (interpret/calls/sequence_lookasides.py, mutations/tracing_context.py,
+# passes/size_producers.py's split).
 
 
 def _defining_module(new) -> str:
@@ -685,7 +674,7 @@ def _wrapping_modules(rows) -> dict[tuple[str, str], set[str]]:
 def test_each_thunder_hook_is_wrapped_by_one_module(enable_disable_snapshots):
     rows = enable_disable_snapshots[3]
     several = {target: modules for target, modules in _wrapping_modules(rows).items() if len(modules) > 1}
-    assert several == STILL_WRAPPED_BY_SEVERAL
+    assert several == {}
 
 
 def test_the_hook_check_sees_two_modules_wrapping_one_target():

@@ -21,8 +21,6 @@ from __future__ import annotations
 import functools
 
 import thunder
-import thunder.executors.passes as passes
-import thunder.transforms.autodiff as autodiff
 
 from metatrace.gc_pacing import paced
 from metatrace.patching import Patch, attribute
@@ -38,12 +36,11 @@ def _paced(original):
 
 
 # Where thunder's compile (thunder/__init__.py's cache-miss path) finds each phase when it calls it
-# (the grad transform and the execution transform are paced by their one wrappers,
-# metatrace.passes.grad_transform and metatrace.guards.module_paths).
+# (the grad transform, the execution transform, the operator-executor pass and the split are paced
+# by their one wrappers: metatrace.passes.grad_transform, metatrace.guards.module_paths and
+# metatrace.passes.size_producers).
 PHASES = (
     (thunder, "thunder_general_jit"),
-    (passes, "_transform_for_operator_executor_execution"),
-    (autodiff, "split_into_forward_and_backward"),
 )
 
 
