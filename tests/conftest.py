@@ -55,6 +55,16 @@ def enabled():
     assert metatrace.is_enabled()  # (a test that disables re-enables: the next test shares it)
 
 
+@pytest.fixture(scope="module")
+def module_enabled():
+    """metatrace enabled by the module's own ``enable()`` from its first test that asks for it to
+    its last (module-scoped fixtures that compile need it: ``enabled`` is per test)."""
+    import metatrace
+
+    with metatrace.enable():
+        yield
+
+
 def _close_shared_enable() -> None:
     while _SHARED_ENABLE:
         _SHARED_ENABLE.pop().__exit__(None, None, None)

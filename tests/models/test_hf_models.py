@@ -57,12 +57,6 @@ CASES = [(name, shape) for shape in SHAPES for name in FAMILIES]
 CASE_IDS = [f"{name}-{shape}" for name, shape in CASES]
 
 
-@pytest.fixture(scope="module")
-def hf_enabled():
-    with metatrace.enable():
-        yield
-
-
 class Family:
     def __init__(self, name, shape):
         self.name = f"{name}-{shape}"
@@ -82,7 +76,7 @@ class Family:
 
 
 @pytest.fixture(scope="module")
-def families(hf_enabled):
+def families(module_enabled):
     return {}
 
 

@@ -65,12 +65,6 @@ def ids(T: int, seed: int) -> torch.Tensor:
     return torch.randint(1, VOCAB, (BATCH, T), generator=g)
 
 
-@pytest.fixture(scope="module")
-def moe_enabled():
-    with metatrace.enable():
-        yield
-
-
 class Run:
     """One model jitted once: eval over LENGTHS, then training over LENGTHS, next to eager."""
 
@@ -101,7 +95,7 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def runs(moe_enabled):
+def runs(module_enabled):
     """A case's run, made once in this module (metatrace enabled) when a test first asks for it."""
     return functools.cache(lambda case: Run(*case))
 
@@ -149,7 +143,7 @@ def test_every_gradient_equals_eager(run):
 
 @pytest.mark.parametrize("run", CASES, ids=CASE_IDS, indirect=True)
 def test_traces_pass_both_checkers(run):
-    # (under moe_enabled: thunder's check re-runs every meta, and only metatrace's know these sizes)
+    # (under module_enabled: thunder's check re-runs every meta, and only metatrace's know these sizes)
     for trace in (run.eval_trace, *run.train_traces):
         metatrace.check_trace(trace)  # metatrace's strict checker, then thunder's check_trace
 
@@ -163,7 +157,7 @@ def test_grouped_mm_runs_transformers_custom_op(run):
 
 
 @pytest.fixture(scope="module")
-def eager_experts_error(moe_enabled):
+def eager_experts_error(module_enabled):
     model = build("mixtral", "eager").eval()
     jm = thunder.jit(model, cache="symbolic values")
     with pytest.raises(DataDependentError) as info, torch.no_grad():

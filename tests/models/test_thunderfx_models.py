@@ -200,13 +200,7 @@ EXPECTED_GRAPHS = dict.fromkeys(TRAINING, 1) | {"graph-break-print": 2, "graph-b
 
 
 @pytest.fixture(scope="module")
-def fx_enabled():
-    with metatrace.enable():
-        yield
-
-
-@pytest.fixture(scope="module")
-def runs(fx_enabled):
+def runs(module_enabled):
     """A case's run, made once in this module (metatrace enabled) when a test first asks for it."""
     return functools.cache(lambda name: TRAINING[name]())
 
@@ -299,7 +293,7 @@ class Generate:
 
 
 @pytest.fixture(scope="module")
-def generate(fx_enabled):
+def generate(module_enabled):
     return Generate()
 
 
@@ -344,7 +338,7 @@ def _two_views_and_a_write(a, b, w):
     return a.float().sum() + y.sum() + w.sum()
 
 
-def test_aliased_arguments_with_an_in_place_write_equal_eager(fx_enabled):
+def test_aliased_arguments_with_an_in_place_write_equal_eager(module_enabled):
     # as a thunder subgraph of HF's mask and rotary code gets them: two views of cache_position;
     # thunder replaces the second by a reshape of the first to the second's (symbolic) shape
     # (without the size read: UnboundLocalError on the shape's size, or the fusion pass's KeyError)
@@ -356,7 +350,7 @@ def test_aliased_arguments_with_an_in_place_write_equal_eager(fx_enabled):
         torch.testing.assert_close((got, w), (want, w_eager), msg=lambda m: f"T={T}: {m}")
 
 
-def test_aliased_arguments_compile_once_over_lengths(fx_enabled):
+def test_aliased_arguments_compile_once_over_lengths(module_enabled):
     jf = thunder.jit(_two_views_and_a_write, cache="symbolic values")
     for T in (5, 7, 9):
         base = torch.arange(T)

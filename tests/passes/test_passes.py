@@ -92,13 +92,7 @@ def _provenance(trace) -> str:
 
 
 @pytest.fixture(scope="module")
-def on():
-    with metatrace.enable():
-        yield
-
-
-@pytest.fixture(scope="module")
-def compiled(on):
+def compiled(module_enabled):
     return {name: _compile(name) for name in CASES}
 
 
@@ -109,7 +103,7 @@ def grad_trace(compiled):
 
 
 @pytest.fixture(scope="module")
-def joint(on):
+def joint(module_enabled):
     """(``_slice_grad``'s joint trace as the forward/backward split got it, its jitted function)."""
     with captured_joint_traces() as joints:
         jf = _compile("slice_grad").jf
@@ -197,7 +191,7 @@ def test_wrapped_dce_is_thunders_outside_symbolic_values(grad_trace):
 
 
 @pytest.mark.parametrize("name", ["pad_grad", "slice_grad", "cat_grad"])
-def test_without_restore_traces_use_undefined_sizes(on, monkeypatch, name):
+def test_without_restore_traces_use_undefined_sizes(module_enabled, monkeypatch, name):
     monkeypatch.setattr(size_producers, "restore_size_producers", lambda before, after: after)
     assert any(find_orphans(t) for t in _traces(_compile(name).jf))
 
@@ -275,7 +269,7 @@ def test_number_ops_are_number_to_number_bound_symbols(grad_trace):
 
 
 @pytest.mark.parametrize("name", ["pad_grad", "slice_grad", "cat_grad"])
-def test_without_hoist_the_grad_trace_uses_undefined_sizes(on, monkeypatch, name):
+def test_without_hoist_the_grad_trace_uses_undefined_sizes(module_enabled, monkeypatch, name):
     monkeypatch.setattr(grad_transform, "hoist_size_producers", lambda trace: trace)
     assert any(find_orphans(t) for t in _traces(_compile(name).jf))
 
@@ -329,7 +323,7 @@ def test_rerun_with_kept_names_defines_every_size(compiled, grad_trace):
     assert find_orphans(new) == []
 
 
-def test_without_keep_size_names_the_executor_trace_uses_undefined_sizes(on, monkeypatch):
+def test_without_keep_size_names_the_executor_trace_uses_undefined_sizes(module_enabled, monkeypatch):
     monkeypatch.setattr(size_producers, "keep_size_names", lambda processor: None)
     assert find_orphans(thunder.last_traces(_compile("pad").jf)[-1])
 
@@ -380,7 +374,7 @@ def _split_heads(x, w):
     return (q.view(B, T, -1, 2).transpose(1, 2) * v.view(B, T, -1, 2).transpose(1, 2)).sum()
 
 
-def test_a_size_still_bound_after_a_rerun_split_keeps_its_name(on):
+def test_a_size_still_bound_after_a_rerun_split_keeps_its_name(module_enabled):
     """The grad transform re-runs ``split``, whose subsymbols compute its outputs' sizes anew;
     the old size stays bound by the ``shape`` that ``view(-1)`` reads, and the backward's
     ``reshape`` takes it: renaming it there to the new name, which only the forward's ``split``

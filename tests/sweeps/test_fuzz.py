@@ -27,15 +27,9 @@ FIXED_SLICE = settings(
 )
 
 
-@pytest.fixture(scope="module")
-def enabled_module():
-    with metatrace.enable():
-        yield
-
-
 @FIXED_SLICE
 @given(program=programs(), sequence=calls())
-def test_generated_programs_match_eager(enabled_module, program, sequence):
+def test_generated_programs_match_eager(module_enabled, program, sequence):
     outcome = check_program(program, sequence)
     assert outcome.differences == [], program.source() + "\n" + "\n".join(outcome.differences)
 
@@ -44,7 +38,7 @@ def _check(terms: list[str], sequence: list[Call], requires_grad: bool = False):
     return check_program(Program(terms, requires_grad), sequence)
 
 
-def test_fuzzer_reports_a_wrong_result_as_a_difference(enabled_module):
+def test_fuzzer_reports_a_wrong_result_as_a_difference(module_enabled):
     """The comparison itself can fail: a program whose jitted result differs from eager (here
     made so by changing a global the trace baked in while metatrace is *not* checking it: the
     eager side and the jitted side get different state) is reported."""
@@ -84,7 +78,7 @@ CALLABLE_MUTATIONS = [("ACT(x - 2)", "ACT"), ("H.scale(x)", "H.scale"), ("self.h
 
 
 @pytest.mark.parametrize("term, mutation", CALLABLE_MUTATIONS, ids=[m for _, m in CALLABLE_MUTATIONS])
-def test_a_changed_callable_gives_eagers_result(enabled_module, term, mutation):
+def test_a_changed_callable_gives_eagers_result(module_enabled, term, mutation):
     sequence = [Call(4, 1, 0.5, True, [1]), Call(4, 1, 0.5, True, [1], mutation=mutation),
                 Call(4, 1, 0.5, True, [1], mutation=mutation)]
     outcome = _check([term], sequence, requires_grad=True)
@@ -108,7 +102,7 @@ def test_the_callable_terms_differ_after_their_mutation(term, mutation):
 # Wrong results stock thunder returns too (issue 30), one program per class
 # (fuzz_programs.REGRESSIONS); tests/sweeps/test_fuzz_stock.py shows each wrong in stock thunder.
 @pytest.mark.parametrize("name", REGRESSIONS)
-def test_a_regression_gives_eagers_result(enabled_module, name):
+def test_a_regression_gives_eagers_result(module_enabled, name):
     terms, sequence, requires_grad = REGRESSIONS[name]
     outcome = check_program(Program(terms, requires_grad), sequence)
     assert outcome.differences == []
@@ -126,7 +120,7 @@ FAMILY_SLICE = settings(
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
-def test_generated_family_programs_match_eager(enabled_module, family):
+def test_generated_family_programs_match_eager(module_enabled, family):
     @FAMILY_SLICE
     @given(program=family_programs(family), sequence=family_calls())
     def check(program, sequence):
@@ -225,6 +219,6 @@ FAMILY_REGRESSIONS = {
 
 
 @pytest.mark.parametrize("name", FAMILY_REGRESSIONS)
-def test_a_family_regression_gives_eagers_result(enabled_module, name):
+def test_a_family_regression_gives_eagers_result(module_enabled, name):
     program, sequence = FAMILY_REGRESSIONS[name]
     assert check_family_program(program, sequence).differences == []
