@@ -82,47 +82,48 @@ def pytest_sessionfinish(session):
     _close_shared_enable()
 
 
-# CPU seconds each costly test module takes on one worker of a 2-core run (the worker's and its
-# child processes' CPU time per test, summed, from a cold-cache run of the whole suite on a
-# shared machine, 2026-12: what matters is their order; the other modules take seconds each).
+# Seconds each costly test module takes on one worker of a 2-core run (its tests' durations summed,
+# from a cold-cache run of the whole suite, scaled to a quiet machine: what matters is their
+# order; the other modules take seconds each).
 # Under xdist (`-n 2 --dist loadfile --no-loadscope-reorder`) whole files go to workers in this
 # order, each to the first idle worker: heaviest first (longest-processing-time scheduling) keeps
 # one big file from running alone at the end. (xdist's default order, by number of tests, put
 # test_opinfo_sweep's one 2-minute test last; a costly module missing here runs among the small
 # ones and can end the run on one worker.)
 MODULE_COSTS = {
-    "test_inplace_matrix.py": 310,  # (27 writes, 4 compiles each of 19 destinations)
-    "test_hf_models.py": 230,  # (the user shape: 135)
-    "test_warm_start.py": 130,  # (its two processes)
-    "test_metatrace_sweep.py": 163,  # (44 of it computing stock thunder's constant-values baseline, cold cache)
-    "test_distributed.py": 115,  # (its ranks' processes)
-    "test_repeated_blocks.py": 150,  # (5 models compiled stamped and interpreted: 90)
-    "test_hf_generate.py": 105,
-    "test_hf_generate_more.py": 105,  # (7 families by default, 2 compiles each)
-    "test_litgpt.py": 100,
-    "test_differential.py": 100,
-    "test_thunderfx_models.py": 85,
-    "test_thunder_test_dynamo.py": 90,  # (thunder's own test_dynamo.py in a pytest process)
-    "test_grad_sweep.py": 101,  # (14 of it computing stock thunder's baseline, cold cache)
-    "test_fusion_executors.py": 70,
-    "test_finetuning.py": 55,
-    "test_fuzz.py": 45,
-    "test_modules.py": 30,
-    "test_bounded_state.py": 25,
-    "test_warm_start_ranks.py": 25,
-    "test_fuzz_stock.py": 25,  # (with 6 rows of the in-place matrix under stock thunder)
-    "test_mutations.py": 25,
-    "test_entry_files.py": 20,
-    "test_python_values.py": 20,
-    "test_fast_paths.py": 20,
-    "test_cache.py": 20,
-    "test_stale_entries.py": 15,  # (4 jitted functions, 2 compiles each)
-    "test_c_calls.py": 15,
-    "test_dropin.py": 15,
-    "test_prims.py": 12,
-    "test_pytest_plugin.py": 8,
-    "test_symbolic_floats.py": 8,
-    "test_opinfo_sweep.py": 123,  # (computing stock thunder's symbolic-values baseline, cold cache)
+    "test_hf_generate.py": 120,  # (4 families by default)
+    "test_inplace_matrix.py": 140,  # (27 writes, 6 cells of 19 destinations each)
+    "test_repeated_blocks.py": 130,  # (5 models compiled stamped and interpreted)
+    "test_hf_generate_more.py": 123,
+    "test_litgpt.py": 111,
+    "test_differential.py": 106,
+    "test_grad_sweep.py": 90,  # (with stock thunder's baseline, cold cache)
+    "test_hf_models.py": 84,
+    "test_thunder_test_dynamo.py": 83,  # (thunder's own test_dynamo.py in a pytest process)
+    "test_fuzz.py": 78,
+    "test_warm_start.py": 77,  # (its processes)
+    "test_distributed.py": 70,  # (its ranks' processes)
+    "test_metatrace_sweep.py": 63,  # (with stock thunder's constant-values baseline, cold cache)
+    "test_c_calls.py": 63,
+    "test_thunderfx_models.py": 52,
+    "test_fusion_executors.py": 46,
+    "test_finetuning.py": 46,
+    "test_modules.py": 43,
+    "test_entry_files.py": 39,
+    "test_fast_paths.py": 37,
+    "test_opinfo_sweep.py": 35,  # (stock thunder's survey under symbolic values, cold cache)
+    "test_bounded_state.py": 30,
+    "test_hf_moe.py": 25,
+    "test_cache.py": 25,
+    "test_warm_start_ranks.py": 24,
+    "test_stale_entries.py": 22,
+    "test_tensor_in_c_code.py": 18,
+    "test_mutations.py": 16,
+    "test_moe.py": 16,
+    "test_fuzz_stock.py": 15,
+    "test_called_modules.py": 15,
+    "test_thunder_objects.py": 13,
+    "test_content_reads.py": 13,
 }
 
 

@@ -81,12 +81,23 @@ def computed_once(name: str, *key: object, compute: Callable[[], object], valid:
     return value
 
 
+def sweep_cases(cache: str) -> list[tuple]:
+    """The opinfo cases stock thunder's sweep runs under ``cache``: every default case under
+    constant values (test_metatrace_sweep's baseline), each op's first under symbolic values (a
+    survey of stock thunder's failures, which no test of metatrace's compares with)."""
+    cases, _ = opinfo_harness.default_cases()
+    if cache == "constant values":
+        return cases
+    seen: set = set()
+    return [(op, sample) for op, sample in cases if not (op.name in seen or seen.add(op.name))]
+
+
 def opinfo_sweep(cache: str) -> list[list]:
-    """Per opinfo case (``opinfo_harness.default_cases``), stock thunder (metatrace not enabled)
-    under ``cache``: [status, first error line, whether a first computation trace is there]."""
+    """Per opinfo case of :func:`sweep_cases`, stock thunder (metatrace not enabled) under
+    ``cache``: [status, first error line, whether a first computation trace is there]."""
     import metatrace
 
-    cases, _ = opinfo_harness.default_cases()
+    cases = sweep_cases(cache)
 
     def compute() -> list[tuple]:
         assert not metatrace.is_enabled()

@@ -1,7 +1,8 @@
 """Baseline sweep of thunder's opinfos with stock thunder (metatrace not enabled), under each
 cache mode: the harness itself never crashes (errors in thunder or in the torch reference are
 statuses, not exceptions), and tracing that finished left its first computation trace. The
-constant-values half is test_metatrace_sweep's baseline. Both are kept between runs
+constant-values half (every default case) is test_metatrace_sweep's baseline; the symbolic-values
+half surveys stock thunder's failures on each op's first sample. Both are kept between runs
 (tests/stock_baselines.py: they depend on stock thunder and the harness only). Samples per op:
 $METATRACE_SWEEP_SAMPLES (default in opinfo_harness). Run with ``pytest -m sweep -s`` to see
 the summary.
@@ -18,7 +19,7 @@ from opinfo_harness import STATUSES, default_cases
 @pytest.mark.sweep
 @pytest.mark.parametrize("cache", ["symbolic values", "constant values"])
 def test_stock_thunder_sweep(cache):
-    cases, skipped = default_cases()
+    cases, skipped = stock_baselines.sweep_cases(cache), default_cases()[1]
     counts = collections.Counter()
     failures = collections.defaultdict(list)  # (status, op name) -> first error lines
     for (op, _), (status, error, traced) in zip(cases, stock_baselines.opinfo_sweep(cache), strict=True):
