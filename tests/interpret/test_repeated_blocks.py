@@ -425,3 +425,20 @@ def test_a_read_value_that_differs_before_or_after_the_compile(kind, read_first)
     model.blocks[2].value = ref.blocks[2].value = other  # a stamped block changes after the compile
     assert torch.allclose(jm(x), ref(x), atol=1e-5), "the stamped block changed"
     assert thunder.cache_misses(jm) == 2
+
+
+def test_an_entry_loaded_from_disk_shows_none_of_this_compiles_blocks(enabled, tmp_path, monkeypatch):
+    """explain()'s blocks belong to the compile of the newest entry: an entry another jit stored,
+    loaded (before any compile: loads come first in the entries' list), shows none of them."""
+    from metatrace.entry_cache import entry_cache_stats
+
+    monkeypatch.setenv("METATRACE_ENTRY_CACHE", "1")
+    monkeypatch.setenv("METATRACE_ENTRY_CACHE_DIR", str(tmp_path / "entries"))
+    model = _stack()
+    thunder.jit(model, cache="symbolic values")(_x(5).detach())  # stores the no-grad entry
+    jm = thunder.jit(model, cache="symbolic values")
+    jm(_x(5))  # loads the no-grad entry, then compiles the grad entry, blocks stamped
+    assert entry_cache_stats(jm).loaded == 1
+    loaded, compiled = metatrace.explain(jm)
+    assert loaded.blocks == []
+    assert compiled.stamped == ["self.blocks.2", "self.blocks.3"]
