@@ -127,6 +127,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import os
 import statistics
 import sys
 import time
@@ -688,6 +689,9 @@ def _run_fresh_first_call(mode: str) -> None:
 
 
 def bench_compile(config: str, repeats: int) -> None:
+    # every first call compiles: an entry an earlier run stored (the same model, seeded) would be
+    # loaded from the entry cache instead
+    os.environ["METATRACE_ENTRY_CACHE"] = "0"
     workloads = (
         ("HF Llama forward T=16", lambda: _hf_llama_workload(False), True),
         ("HF Llama training step T=16", lambda: _hf_llama_workload(True), False),
