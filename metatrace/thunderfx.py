@@ -17,9 +17,11 @@ Three defaults change while metatrace is enabled:
 
 An explicit ``cache=`` or ``dynamic=`` (``False`` included) is respected. And thunder's splitter
 asks whether thunder runs a node several times per node (``fx.split_module``'s regions), each
-answer running the node's meta and vjp: it is answered once per node (``state/thunderfx_checks.py``); a custom op metatrace traces is
-thunder's (``_traced_custom_op``), and under symbolic values so is an op thunder only registers
-automatically when its meta runs on the node (``_auto_registered_answer``).
+answer running the node's meta and vjp: it is answered once per node, and the trial run once per
+graph and signature (``_run_once_per_signature``; ``state/thunderfx_checks.py``); a custom op
+metatrace traces is thunder's (``_traced_custom_op``), and under symbolic values so is an op
+thunder only registers automatically when its meta runs on the node (``_auto_registered_answer``),
+and a ``torch.Size`` built for a view is inlined as its list of sizes (``_sizes_inlined``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import inspect
 import torch
 
 from metatrace.patching import Patch, attribute
-from metatrace.state.thunderfx_checks import SUPPORT
+from metatrace.state.thunderfx_checks import SIGNATURE_ANSWERS, SUPPORT
 
 
 def _init(original):
@@ -135,9 +137,55 @@ def _splitter(original):
                         for n, flag in zip(outputs, is_differentiable_outputs)]
             return thunder_jit(graph_module, is_differentiable_outputs=is_differentiable_outputs, **options)
 
+        thunder_options = kwargs.get("thunder_options", args[2] if len(args) > 2 else None)
+        if thunder_options is not None and _symbolic(thunder_options):
+            _sizes_inlined(gm)
         return original(gm, jit, *args, **kwargs)
 
     return _splitter
+
+
+# the modules of torch's functions (``torch.zeros``, ``torch.reshape``, ``F.pad``), whose shape
+# parameters take any sequence of ints
+_SHAPE_TAKERS = ("torch", "torch.functional", "torch.nn.functional", "torch._C._nn")
+
+
+def _takes_a_shape(user, size) -> bool:
+    """``user`` is a torch function or a tensor method (not one of ``size``'s own) that takes
+    ``size`` as an argument: a ``SymInt[]`` parameter, which a list fills as a ``torch.Size`` does."""
+    if user.op == "call_method":
+        return bool(user.args) and user.args[0] is not size
+    if user.op != "call_function" or user.target is torch.Size:
+        return False
+    return isinstance(user.target, torch._ops.OpOverload | torch._ops.OpOverloadPacket) or \
+        getattr(user.target, "__module__", None) in _SHAPE_TAKERS
+
+
+def _sizes_inlined(gm) -> None:
+    """Each ``torch.Size(sizes)`` node of Dynamo's graph whose users are all tensor ops taking it
+    as a shape is replaced, in those users, by its list of sizes. GPT-2's ``Conv1D`` builds
+    ``torch.Size(x.size()[:-1] + (nf,))`` for a ``view``; under dynamic capture Dynamo's graph has
+    ``size_9 = torch.Size([s52, s27, 120]); x_1 = x.view(size_9)``, and thunder's splitter refuses
+    both: ``torch.Size`` has no thunder mapping, and the view's proxies are made from each input's
+    example value (a torch.Size is a tuple: "'SymInt' object has no attribute 'new_ones'"). Each
+    refusal is a cut (GPT-2's training step: 6 thunder and 5 inductor subgraphs). With the list in
+    place, ``x.view([s52, s27, 120])`` computes the same view, thunder runs it on its size proxies,
+    and nothing of the size escapes the graph (a size that is an output or feeds another kind of
+    node keeps its ``torch.Size``). Dynamo's guards are already built; none depends on this."""
+    changed = False
+    for size in list(gm.graph.find_nodes(op="call_function", target=torch.Size)):
+        if len(size.args) != 1 or size.kwargs or not isinstance(size.args[0], (list, tuple)):
+            continue
+        if not size.users or not all(_takes_a_shape(user, size) for user in size.users):
+            continue
+        sizes = list(size.args[0])
+        for user in list(size.users):
+            user.args = torch.fx.map_arg(user.args, lambda n: sizes if n is size else n)
+            user.kwargs = torch.fx.map_arg(user.kwargs, lambda n: sizes if n is size else n)
+        gm.graph.erase_node(size)
+        changed = True
+    if changed:
+        gm.recompile()
 
 
 def _symbolic(thunder_options) -> bool:
@@ -183,6 +231,91 @@ def _answered_once(original):
     return is_node_supported_by_thunder
 
 
+# the types of constant arguments a signature holds by value (with their type: 1, 1.0 and True differ)
+_CONSTANTS = (type(None), bool, int, str, torch.dtype, torch.device, torch.memory_format,
+              torch.layout, type(Ellipsis))
+
+
+def _argument_signature(arg):
+    """What ``get_proxy_inputs_from_node`` makes of ``arg`` for thunder's symbol, as a hashable key,
+    or None where the run may depend on more (an object passed as is: a context manager, a module,
+    a tensor subclass, a size without a hint). A tensor's proxy is made from ``new_ones`` of its
+    concrete shape, dtype and device: only those reach the symbol (and ``requires_grad``, which
+    picks the vjp)."""
+    if isinstance(arg, torch.fx.Node):
+        if arg.op == "get_attr" or "example_value" not in arg.meta:
+            return None
+        value = arg.meta["example_value"]
+        if isinstance(value, tuple):
+            keys = tuple(_tensor_signature(v) for v in value)
+            return None if None in keys else ("tensors", keys)
+        if isinstance(value, torch.Tensor):
+            return _tensor_signature(value)
+        if isinstance(value, torch.types.py_sym_types) and value.node.has_hint():
+            return ("number", type(value), value.node.hint)
+        return None
+    if type(arg) in (float, complex):  # (by repr: -0.0 == 0.0)
+        return (type(arg), repr(arg))
+    if isinstance(arg, _CONSTANTS):
+        return (type(arg), arg) if type(arg) in _CONSTANTS else None
+    if isinstance(arg, (tuple, list)):
+        keys = tuple(_argument_signature(a) for a in arg)
+        return None if None in keys else (type(arg), keys)
+    if isinstance(arg, dict) and all(type(k) is str for k in arg):
+        keys = tuple((k, _argument_signature(v)) for k, v in arg.items())
+        return None if any(v is None for _, v in keys) else (dict, keys)
+    if isinstance(arg, slice):
+        keys = (_argument_signature(arg.start), _argument_signature(arg.stop), _argument_signature(arg.step))
+        return None if None in keys else (slice, keys)
+    return None
+
+
+def _tensor_signature(value):
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    if not isinstance(value, torch.Tensor) or is_traceable_wrapper_subclass(value):
+        return None
+    shape = tuple(s.node.hint if isinstance(s, torch.SymInt) else s for s in value.shape)
+    if None in shape:
+        return None
+    return ("tensor", shape, value.dtype, value.device, value.requires_grad)
+
+
+def _signature(thunder_symbol, node):
+    if node.op not in ("call_function", "call_method"):
+        return None
+    args, kwargs = _argument_signature(tuple(node.args)), _argument_signature(dict(node.kwargs))
+    if args is None or kwargs is None:
+        return None
+    # (the defaults thunder's run reads from torch: factory functions' dtype and device)
+    return (id(thunder_symbol), node.op, args, kwargs, torch.get_default_dtype(), str(torch.get_default_device()))
+
+
+def _run_once_per_signature(original):
+    """thunder's trial run of a node's symbol on proxies (``try_execute_thunder_symbol``), done once
+    per FX graph for each signature: the symbol and what its proxies are made of. A model's layers
+    repeat the same ops on the same shapes, and each run is the op's meta and, where grad is
+    required, its vjp (~10 ms a node; a 2-layer litgpt's 148 nodes, 1.6 s of a 5.8 s first call).
+    The run is a function of its signature (the proxies carry no more than the signature holds), so
+    the answer is the same; only successes are kept (a refusal's reason names its own node)."""
+
+    @functools.wraps(original)
+    def try_execute_thunder_symbol(thunder_symbol, node, thunder_options):
+        key = _signature(thunder_symbol, node)
+        if key is None:
+            return original(thunder_symbol, node, thunder_options)
+        answers = SIGNATURE_ANSWERS.setdefault(node.graph, {})
+        found = answers.get(key)
+        if found is not None and found[0] is thunder_options and found[1] is thunder_symbol:
+            return True, None
+        answer = original(thunder_symbol, node, thunder_options)
+        if answer[0]:  # (the options and the symbol held: an id could be another's once freed)
+            answers[key] = (thunder_options, thunder_symbol)
+        return answer
+
+    return try_execute_thunder_symbol
+
+
 def patches() -> list[Patch]:
     try:
         from thunder.dynamo import ThunderCompiler
@@ -197,6 +330,8 @@ def patches() -> list[Patch]:
                       "ThunderFX without a cache option jits Dynamo's subgraphs under symbolic values", wrap=True),
             attribute(splitter, "is_node_supported_by_thunder", _answered_once, once, wrap=True),
             attribute(utils, "is_node_supported_by_thunder", _answered_once, once, wrap=True),
+            attribute(utils, "try_execute_thunder_symbol", _run_once_per_signature,
+                      "thunder's trial run of a node's symbol is done once per FX graph and signature", wrap=True),
             attribute(compiler, "_splitter", _splitter,
                       "a number output of a thunder subgraph is not marked non-differentiable", wrap=True),
             *thunderfx_alias_args.patches()]

@@ -26,10 +26,12 @@ kept in thunder (inductor's AOT autograd failed on its backward: Mixtral and Qwe
 every frame), aliased subgraph arguments with their sizes bound (metatrace/thunderfx_alias_args.py),
 a SymInt output of a subgraph not marked non-differentiable, and the ops thunder only registers
 automatically (``torch.diff``, ``Tensor.new_ones``, ``torch.histc``) kept in thunder under symbolic
-values (HF Llama: one thunder subgraph, no inductor compile). GPT-2 is still cut in 6 thunder
-subgraphs: its ``Conv1D`` builds ``torch.Size(x.size()[:-1] + (nf,))``, which thunder's splitter
-refuses (no mapping for ``torch.Size``; ``get_proxy_inputs_from_node`` takes a tuple example value
-for tensors: "'SymInt' object has no attribute 'new_ones'"), so each view goes to inductor.
+values (HF Llama: one thunder subgraph, no inductor compile), and GPT-2's ``torch.Size`` nodes
+inlined as lists in the views that take them (its ``Conv1D`` builds ``torch.Size(x.size()[:-1] +
+(nf,))``, which thunder's splitter refused: no mapping for ``torch.Size``, and
+``get_proxy_inputs_from_node`` takes a tuple example value for tensors, "'SymInt' object has no
+attribute 'new_ones'"; it was cut in 6 thunder and 5 inductor subgraphs, now one thunder subgraph).
+The splitter's trial runs are one per graph and signature: a model's repeated blocks add none.
 
 The models, small configs from the sibling tests' builders: litgpt ``llama2-like`` training
 (tests/litgpt_workloads.py), HF Llama and GPT-2 training (tests/hf_workloads.py's tiny shape,
@@ -259,6 +261,21 @@ def test_thunder_runs_some_of_each_graph(run):
     assert all(info.thunder_compiled_fns for info in run.backend.subgraph_infos)
 
 
+# models whose every Dynamo graph is one thunder subgraph, nothing sent to inductor (GPT-2's
+# ``torch.Size`` of its Conv1D views inlined as lists: metatrace.thunderfx._sizes_inlined)
+WHOLE_IN_THUNDER = pytest.mark.parametrize("run", ["litgpt-llama2-like", "hf-llama", "gpt2"], indirect=True)
+
+
+@WHOLE_IN_THUNDER
+def test_each_graph_is_one_thunder_subgraph(run):
+    assert [len(info.thunder_compiled_fns) for info in run.backend.subgraph_infos] == [1] * run.graphs[-1]
+
+
+@WHOLE_IN_THUNDER
+def test_nothing_is_split_out_of_thunder(run):
+    assert [reason.info for info in run.backend.subgraph_infos for reason in info.split_reasons] == []
+
+
 # --- HF generate with the DynamicCache ---------------------------------------------------------
 
 # (prompt length, batch): 3 lengths over batches 1-3
@@ -356,3 +373,49 @@ def test_aliased_arguments_compile_once_over_lengths(module_enabled):
         base = torch.arange(T)
         jf(base[None, None, :, None], base.unsqueeze(0), torch.zeros(3))
     assert thunder.cache_misses(jf) == 1
+
+
+# --- the splitter's trial runs (metatrace.thunderfx._run_once_per_signature) -----------------------
+
+
+class _Blocks(torch.nn.Module):
+    """``depth`` identical blocks: the same ops on the same shapes, once per block."""
+
+    def __init__(self, depth):
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(16, 16) for _ in range(depth))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = torch.nn.functional.gelu(block(x)) + x
+        return x
+
+
+def _split_blocks(depth, monkeypatch):
+    """(trial runs thunder's splitter made, output, {name: grad}, eager's output, eager's grads) of
+    ``_Blocks(depth)`` through thunderfx at one length; a trial run is counted where thunder makes
+    a node's proxies (``get_proxy_inputs_from_node``, once per run)."""
+    import thunder.dynamo.utils as utils
+
+    runs = []
+    original = utils.get_proxy_inputs_from_node
+    monkeypatch.setattr(utils, "get_proxy_inputs_from_node", lambda node: runs.append(node) or original(node))
+    torch._dynamo.reset()
+    model = _Blocks(depth)
+    x = torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(1))
+    out = thunderfx(model)(x)
+    grads = torch.autograd.grad(out.sum(), list(model.parameters()))
+    want = model(x)
+    want_grads = torch.autograd.grad(want.sum(), list(model.parameters()))
+    return len(runs), out, grads, want, want_grads
+
+
+def test_repeated_blocks_add_no_trial_runs_to_the_split(enabled, monkeypatch):
+    # (the first block's input does not require grad, the others' do: two blocks hold every signature)
+    assert _split_blocks(4, monkeypatch)[0] == _split_blocks(2, monkeypatch)[0]
+
+
+def test_repeated_blocks_split_once_per_signature_equal_eager(enabled, monkeypatch):
+    _, out, grads, want, want_grads = _split_blocks(4, monkeypatch)
+    torch.testing.assert_close((out, grads), (want, want_grads))
