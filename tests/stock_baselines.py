@@ -5,9 +5,8 @@ thunder's and torch's versions, the harnesses' sources and the samples per op. I
 ``<cache directory>/test-baselines/`` keyed by a hash of all of these, computed again only when
 one changes, and written atomically (two workers computing it at once write the same content).
 A file that cannot be read or does not match the cases is computed again, never trusted.
-Computing one holds a lock next to it: a second worker that needs the same baseline meanwhile
-(test_opinfo_sweep's constant-values half and test_metatrace_sweep's fixture, on the two xdist
-workers of a cold cache) waits for it and reads it instead of computing it a second time.
+Computing one holds a lock next to it: a second process that needs the same baseline meanwhile
+waits for it and reads it instead of computing it a second time.
 """
 
 from __future__ import annotations
@@ -82,12 +81,9 @@ def computed_once(name: str, *key: object, compute: Callable[[], object], valid:
 
 
 def sweep_cases(cache: str) -> list[tuple]:
-    """The opinfo cases stock thunder's sweep runs under ``cache``: every default case under
-    constant values (test_metatrace_sweep's baseline), each op's first under symbolic values (a
-    survey of stock thunder's failures, which no test of metatrace's compares with)."""
+    """The opinfo cases stock thunder's survey runs under ``cache``: each op's first default case
+    (metatrace's sweeps run stock thunder themselves, on the samples where they need it)."""
     cases, _ = opinfo_harness.default_cases()
-    if cache == "constant values":
-        return cases
     seen: set = set()
     return [(op, sample) for op, sample in cases if not (op.name in seen or seen.add(op.name))]
 

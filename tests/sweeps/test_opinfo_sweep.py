@@ -1,11 +1,8 @@
-"""Baseline sweep of thunder's opinfos with stock thunder (metatrace not enabled), under each
+"""A survey of stock thunder (metatrace not enabled) over each opinfo's first sample, under each
 cache mode: the harness itself never crashes (errors in thunder or in the torch reference are
-statuses, not exceptions), and tracing that finished left its first computation trace. The
-constant-values half (every default case) is test_metatrace_sweep's baseline; the symbolic-values
-half surveys stock thunder's failures on each op's first sample. Both are kept between runs
-(tests/stock_baselines.py: they depend on stock thunder and the harness only). Samples per op:
-$METATRACE_SWEEP_SAMPLES (default in opinfo_harness). Run with ``pytest -m sweep -s`` to see
-the summary.
+statuses, not exceptions), and tracing that finished left its first computation trace. Kept
+between runs (tests/stock_baselines.py: they depend on stock thunder and the harness only). Run
+with ``pytest -m sweep -s`` to see the summary.
 """
 
 import collections
