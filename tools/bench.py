@@ -996,17 +996,23 @@ def _thunderfx_process(name: str, mode: str) -> dict:
 def bench_thunderfx(config: str, repeats: int, workloads: list[str]) -> None:
     """ThunderFX against thunder.jit and aot_eager over the same lengths (section 17).
 
-    Where ThunderFX + metatrace's first HF Llama step goes (tools/thunderfx_profile.py, 2 shared
-    cores, cold inductor cache; about 30 s against thunder.jit + metatrace's 11 s): the splitter's
-    support checks, ``is_node_supported_by_thunder`` running each node's symbol under
-    ``value_and_grad`` (a vjp per node that requires grad), about 5 s per Dynamo graph, and called
-    about three times per node (``split_module`` calls its callback again for the grad and autocast
-    regions; thunder does not memoize it); inductor's compiles of the partitions thunder refuses
-    (``torch.diff`` and ``new_ones`` of transformers' mask code: thunder has only automatic torch
-    fallbacks for them, and the splitter refuses those on purpose), about 10 s cold; and the first
-    backend call thrown away: inductor raises ``TensorifyScalarRestartAnalysis``, Dynamo traces the
-    frame again and the backend runs its support checks and inductor again (about 7 s wasted).
-    Thunder's own compiles of the subgraphs are about 4 s in all; Dynamo's tracing about 3.5 s.
+    Where ThunderFX + metatrace's first step goes (tools/thunderfx_profile.py, T=8, 2 shared cores;
+    the earlier causes, inductor's compiles of refused partitions and a restarted first backend
+    call, are gone: one thunder subgraph per Dynamo graph). HF Llama, 9.7 s against thunder.jit +
+    metatrace's 6.6 s (interpretation 4.1 s): Dynamo's capture up to the backend 2.6 s; the
+    splitter 2.0 s, nearly all trial runs of a node's symbol (its meta, and its vjp where grad is
+    required), since metatrace.thunderfx runs one per graph and signature (85 of 175 nodes; litgpt
+    41 of 148: 1.63 s -> 0.71 s); the thunder subgraph's compile 3.8 s (interpretation 2.1 s,
+    passes and the first forward 1.7 s), less than thunder.jit's whole compile of the same model;
+    and a second frame (transformers' output capturing sets a ContextVar: a graph break, the
+    lm_head resumed in a frame of its own) 0.9 s of Dynamo tracing and 0.2 s of thunder. litgpt,
+    5.8 s against 3.2 s: Dynamo 0.9 s, splitter 1.6 s (0.7 s now), subgraph 2.7 s (interpretation
+    1.3 s, as thunder.jit's 1.3 s). What stays above thunder.jit is Dynamo's own capture. On hits
+    (the training step at lengths already seen, interleaved rounds in one process, medians) ThunderFX
+    costs what thunder.jit does: HF Llama 62 ms against 65 ms (eager 60 ms), litgpt 68 ms against
+    75 ms (eager 58 ms): Dynamo's guards and thunder's prologue are not where the difference is.
+    The steps at new lengths run matmuls on new shapes, whose cost on this host varies by seconds
+    from run to run in every mode (eager too): compare totals of one run only.
     """
     labels = {"hf-llama": "HF Llama training step", f"litgpt-{config}": f"litgpt {config} training step"}
     names = [n if n == "hf-llama" else f"litgpt-{config}" for n in workloads]

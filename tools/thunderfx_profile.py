@@ -6,8 +6,8 @@
 
 Without ``--prof``: a phase split of the first call, from a timeline of hooks (no profiler
 running): Dynamo's capture (``torch._dynamo.utils.compile_times``, and the time from the call to
-the backend), the backend's work per Dynamo graph (the splitter: ``is_node_supported_by_thunder``,
-``split_module``, the deepcopy; ``torch._inductor.compile`` of every unsupported partition, timed
+the backend), the backend's work per Dynamo graph (the splitter: ``is_node_supported_by_thunder`` and how
+many trial runs of a node's symbol it made, ``split_module``, the deepcopy; ``torch._inductor.compile`` of every unsupported partition, timed
 one by one), and each thunder subgraph's first call (``thunder.compile_stats``: the whole call, and
 thunder's interpretation within it), the split reasons, and what remains (the backward run).
 With ``--prof FILE``: the same first call under cProfile, the stats written to FILE and the top
@@ -68,6 +68,10 @@ def _hooks(events: list) -> contextlib.ExitStack:
     import thunder.dynamo.splitter as splitter
 
     timed(splitter, "is_node_supported_by_thunder", "support check")
+    import thunder.dynamo.utils as utils
+
+    # (made once per trial run of a node's symbol: metatrace runs one per graph and signature)
+    timed(utils, "get_proxy_inputs_from_node", "trial run")
     timed(splitter, "split_module", "split_module")
     # the splitter's own deepcopy (its module's ``copy`` replaced: deepcopy's recursion stays untimed)
     import copy
@@ -152,7 +156,8 @@ def main() -> None:
         print(f"  backend call {i}: called at {s:.2f} s, returned at {e:.2f} s ({e - s:.2f} s): splitter "
               f"{seconds('splitter'):.2f} s (split_module {seconds('split_module'):.2f} s, "
               f"of which support checks {seconds('support check'):.2f} s over "
-              f"{len(within('support check'))} calls; deepcopy {seconds('deepcopy'):.2f} s), "
+              f"{len(within('support check'))} calls, {len(within('trial run'))} trial runs; "
+              f"deepcopy {seconds('deepcopy'):.2f} s), "
               f"inductor compiles {len(ind)}: " + ", ".join(f"{b - a:.2f} s" for a, b in ind))
         if error:
             print(f"    raised {error}")
