@@ -28,76 +28,68 @@ N, M = 4, 3
 SHAPES = {"slice": (N - 1, M), "row": (M,), "view": (M, N), "t": (M, N), "unsqueeze": (1, N, M)}
 
 
+# Sources of the function's statements (make_function): ``{d}`` is the destination, ``{s}`` its
+# source, ``{b}`` a view's base. Written as the user writes them (``d[i] = s``, ``d += s``) and
+# as straight-line code: thunder's interpreter runs every bytecode of the function, and a loop
+# over lambdas in dicts made each compile a third slower with nothing more checked.
 DESTINATIONS = {
-    "zeros": lambda x: torch.zeros(N, M),
-    "ones": lambda x: torch.ones(N, M),
-    "full": lambda x: torch.full((N, M), 2.0),
-    "empty": lambda x: torch.empty(N, M).zero_(),
-    "arange": lambda x: torch.arange(N * M, dtype=torch.float32).reshape(N, M),
-    "zeros_like": lambda x: torch.zeros_like(x),
-    "ones_like": lambda x: torch.ones_like(x),
-    "full_like": lambda x: torch.full_like(x, 3.0),
-    "empty_like": lambda x: torch.empty_like(x).fill_(1.0),
-    "new_zeros": lambda x: x.new_zeros(x.shape),
-    "new_ones": lambda x: x.new_ones(x.shape),
-    "new_full": lambda x: x.new_full(x.shape, 3.0),
-    "new_empty": lambda x: x.new_empty(x.shape).zero_(),
-    "detached_clone": lambda x: x.detach().clone(),
-    "slice": lambda x: torch.zeros(N, M)[1:],
-    "row": lambda x: torch.zeros(N, M)[1],
-    "view": lambda x: torch.zeros(N, M).view(M, N),
-    "t": lambda x: torch.zeros(N, M).t(),
-    "unsqueeze": lambda x: torch.zeros(N, M).unsqueeze(0),
+    "zeros": "torch.zeros(N, M)",
+    "ones": "torch.ones(N, M)",
+    "full": "torch.full((N, M), 2.0)",
+    "empty": "torch.empty(N, M).zero_()",
+    "arange": "torch.arange(N * M, dtype=torch.float32).reshape(N, M)",
+    "zeros_like": "torch.zeros_like(x)",
+    "ones_like": "torch.ones_like(x)",
+    "full_like": "torch.full_like(x, 3.0)",
+    "empty_like": "torch.empty_like(x).fill_(1.0)",
+    "new_zeros": "x.new_zeros(x.shape)",
+    "new_ones": "x.new_ones(x.shape)",
+    "new_full": "x.new_full(x.shape, 3.0)",
+    "new_empty": "x.new_empty(x.shape).zero_()",
+    "detached_clone": "x.detach().clone()",
+    "slice": "{b}[1:]",
+    "row": "{b}[1]",
+    "view": "{b}.view(M, N)",
+    "t": "{b}.t()",
+    "unsqueeze": "{b}.unsqueeze(0)",
 }
-# the destinations that are views: (the base's factory, the view)
-VIEWS = {
-    "slice": lambda b: b[1:],
-    "row": lambda b: b[1],
-    "view": lambda b: b.view(M, N),
-    "t": lambda b: b.t(),
-    "unsqueeze": lambda b: b.unsqueeze(0),
-}
+# the destinations that are views of a base ``torch.zeros(N, M)``
+VIEWS = {kind for kind, source in DESTINATIONS.items() if "{b}" in source}
 
-
-def _index(d):
-    """Positions along dim 0 that every destination has, in reverse: ``[1, 0]``, ``[0]`` for
-    ``unsqueeze``'s single row (an index out of range would make eager raise for every kind)."""
-    return torch.arange(min(2, d.shape[0])).flip(0)
-
-
-def _indexed(d, s):
-    """The source's rows for :func:`_index`'s positions."""
-    return s[: min(2, d.shape[0])]
-
+# Positions along dim 0 that every destination has, in reverse: ``[1, 0]``, ``[0]`` for
+# ``unsqueeze``'s single row (an index out of range would make eager raise for every kind), and
+# the source's rows for them.
+_INDEX = "torch.arange(min(2, {d}.shape[0])).flip(0)"
+_INDEXED = "{s}[:min(2, {d}.shape[0])]"
 
 WRITES = {
-    "item": lambda d, s: d.__setitem__(0, s[0]),
-    "slice_assign": lambda d, s: d.__setitem__(slice(1, None), s[1:]),
-    "mask_assign": lambda d, s: d.__setitem__(s > 0, s.sum()),
-    "index_assign": lambda d, s: d.__setitem__(_index(d), _indexed(d, s)),
-    "copy_": lambda d, s: d.copy_(s),
-    "index_put_": lambda d, s: d.index_put_((_index(d),), _indexed(d, s)),
-    "index_put_accumulate": lambda d, s: d.index_put_((_index(d),), _indexed(d, s), accumulate=True),
-    "index_copy_": lambda d, s: d.index_copy_(0, _index(d), _indexed(d, s)),
-    "index_add_": lambda d, s: d.index_add_(0, _index(d), _indexed(d, s)),
-    "scatter_": lambda d, s: d.scatter_(0, torch.zeros(d.shape, dtype=torch.long), s),
-    "scatter_add_": lambda d, s: d.scatter_add_(0, torch.zeros(d.shape, dtype=torch.long), s),
-    "masked_fill_": lambda d, s: d.masked_fill_(s > 0, s.sum()),
-    "fill_": lambda d, s: d.fill_(s.sum()),
-    "fill_number": lambda d, s: d.fill_(2.0),
-    "zero_": lambda d, s: d.zero_(),
-    "add_": lambda d, s: d.add_(s),
-    "sub_": lambda d, s: d.sub_(s, alpha=2),
-    "mul_": lambda d, s: d.mul_(s),
-    "div_": lambda d, s: d.div_(s.exp()),
-    "addcmul_": lambda d, s: d.addcmul_(s, s),
-    "addcdiv_": lambda d, s: d.addcdiv_(s, s.exp()),
-    "iadd": lambda d, s: d.__iadd__(s),
-    "imul": lambda d, s: d.__imul__(s),
-    "clamp_": lambda d, s: d.clamp_(min=s),
-    "lerp_": lambda d, s: d.lerp_(s, 0.3),
-    "out_add": lambda d, s: torch.add(s, 1.0, out=d),
-    "out_mul": lambda d, s: torch.mul(s, s, out=d),
+    "item": "{d}[0] = {s}[0]",
+    "slice_assign": "{d}[1:] = {s}[1:]",
+    "mask_assign": "{d}[{s} > 0] = {s}.sum()",
+    "index_assign": f"{{d}}[{_INDEX}] = {_INDEXED}",
+    "copy_": "{d}.copy_({s})",
+    "index_put_": f"{{d}}.index_put_(({_INDEX},), {_INDEXED})",
+    "index_put_accumulate": f"{{d}}.index_put_(({_INDEX},), {_INDEXED}, accumulate=True)",
+    "index_copy_": f"{{d}}.index_copy_(0, {_INDEX}, {_INDEXED})",
+    "index_add_": f"{{d}}.index_add_(0, {_INDEX}, {_INDEXED})",
+    "scatter_": "{d}.scatter_(0, torch.zeros({d}.shape, dtype=torch.long), {s})",
+    "scatter_add_": "{d}.scatter_add_(0, torch.zeros({d}.shape, dtype=torch.long), {s})",
+    "masked_fill_": "{d}.masked_fill_({s} > 0, {s}.sum())",
+    "fill_": "{d}.fill_({s}.sum())",
+    "fill_number": "{d}.fill_(2.0)",
+    "zero_": "{d}.zero_()",
+    "add_": "{d}.add_({s})",
+    "sub_": "{d}.sub_({s}, alpha=2)",
+    "mul_": "{d}.mul_({s})",
+    "div_": "{d}.div_({s}.exp())",
+    "addcmul_": "{d}.addcmul_({s}, {s})",
+    "addcdiv_": "{d}.addcdiv_({s}, {s}.exp())",
+    "iadd": "{d} += {s}",
+    "imul": "{d} *= {s}",
+    "clamp_": "{d}.clamp_(min={s})",
+    "lerp_": "{d}.lerp_({s}, 0.3)",
+    "out_add": "torch.add({s}, 1.0, out={d})",
+    "out_mul": "torch.mul({s}, {s}, out={d})",
 }
 MODES = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
 # The cells where eager raises (a raise for one destination would hide the others' cells, so every
@@ -105,24 +97,28 @@ MODES = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad, "inference_mo
 EAGER_RAISES = {("out_add", True, "grad"), ("out_mul", True, "grad")}
 
 
+def source(write: str, destinations=tuple(DESTINATIONS)) -> str:
+    """The source of :func:`make_function`'s ``fn``: per destination kind ``i``, its base ``b{i}``
+    and destination ``d{i}``, the write from ``s{i}``, and the triple it returns."""
+    lines = [f"def write_{write}(x, {', '.join(f's{i}' for i in range(len(destinations)))}):"]
+    for i, kind in enumerate(destinations):
+        b, d, s = f"b{i}", f"d{i}", f"s{i}"
+        if kind in VIEWS:
+            lines.append(f"    {b} = torch.zeros(N, M)")
+            lines.append(f"    {d} = {DESTINATIONS[kind].format(b=b)}")
+        else:
+            lines.append(f"    {b} = {d} = {DESTINATIONS[kind]}")
+        lines.append(f"    {WRITES[write].format(d=d, s=s)}")
+    triples = ", ".join(f"(b{i}, d{i}, (b{i} * x).sum())" for i in range(len(destinations)))
+    lines.append(f"    return [{triples}]")
+    return "\n".join(lines) + "\n"
+
+
 def make_function(write: str, destinations=tuple(DESTINATIONS)):
     """``fn(x, *sources)``: the write on every destination kind, one source each."""
-    op = WRITES[write]
-
-    def fn(x, *sources):
-        outputs = []
-        for kind, s in zip(destinations, sources):
-            if kind in VIEWS:
-                base = torch.zeros(N, M)
-                d = VIEWS[kind](base)
-            else:
-                base = d = DESTINATIONS[kind](x)
-            op(d, s)
-            outputs.append((base, d, (base * x).sum()))
-        return outputs
-
-    fn.__name__ = f"write_{write}"
-    return fn
+    namespace = {"torch": torch, "N": N, "M": M}
+    exec(compile(source(write, destinations), f"<inplace matrix: {write}>", "exec"), namespace)
+    return namespace[f"write_{write}"]
 
 
 @dataclass

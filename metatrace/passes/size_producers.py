@@ -35,6 +35,7 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.trace_interpreter import TraceSubstitutionProcessor
 
 from metatrace.gc_pacing import paced
+from metatrace.grad.repeated_outputs import cotangents_of_every_position
 from metatrace.grad.saved_values import clone_overwritten_saved
 from metatrace.state.compile_context import compile_step
 from metatrace.passes.keep_size_names import keep_size_names
@@ -58,18 +59,21 @@ def _split_into_forward_and_backward(original):
     """The forward/backward split's one wrapper, in steps:
 
     1. the collector paced (``gc_pacing``: the split allocates in bulk);
-    2. under symbolic values, ``shape`` bindings stop re-binding sizes bound already
+    2. an output returned at several positions gets the gradient of each
+       (``grad.repeated_outputs``: PyTorch fills only the last position's);
+    3. under symbolic values, ``shape`` bindings stop re-binding sizes bound already
        (``without_rebindings``: a binding that re-binds a forward name would pull its backward
        tensor into the forward);
-    3. thunder's split;
-    4. saved tensors that a later in-place write overwrites are cloned (``grad.saved_values``);
-    5. under symbolic values, the producers of sizes the forward dropped come back
+    4. thunder's split;
+    5. saved tensors that a later in-place write overwrites are cloned (``grad.saved_values``);
+    6. under symbolic values, the producers of sizes the forward dropped come back
        (``restore_size_producers``).
     """
 
     @functools.wraps(original)
     def split_into_forward_and_backward(joint_trace):
         with paced():
+            joint_trace = cotangents_of_every_position(joint_trace)
             symbolic = using_symbolic_values()
             if symbolic:
                 joint_trace = without_rebindings(joint_trace)

@@ -227,3 +227,45 @@ def test_a_view_write_into_an_empty_base_follows_eager(enabled):
         (a.sum() + 2 * b.sum()).backward()
         (c.sum() + 2 * d.sum()).backward()
         torch.testing.assert_close(got.grad, want.grad)
+
+
+# An in-place write whose result is returned beside the tensor it wrote (or two names of it):
+# after thunder's functionalization the forward returns one tensor at several positions, and
+# PyTorch routes that tensor's gradient to its last position only (metatrace.grad.repeated_outputs).
+REPEATED = {
+    "method_result_and_base": lambda x, s: (lambda b: (b, b.add_(s)))(x * 1),
+    "base_and_operator_name": lambda x, s: _iadd_aliases(x * 1, s),
+    "fresh_buffer_copy_": lambda x, s: (lambda b: (b, b.copy_(s), (b * x).sum()))(torch.zeros_like(x)),
+    "fresh_buffer_three_times": lambda x, s: (lambda b: (b, b.mul_(s), b))(torch.ones_like(x)),
+    "index_put_result_and_base": lambda x, s: (lambda b: (b.index_put_((torch.tensor([0]),), s[:1]), b))(x.clone()),
+}
+
+
+def _iadd_aliases(b, s):
+    d = b
+    d += s  # (rebinds d to the result: b and d are the same tensor, two proxies in the trace)
+    return b, d
+
+
+def _weighted_loss(outputs):
+    return sum((t * torch.linspace(-1, 2, t.numel()).reshape(t.shape)).sum() for t in outputs if t.requires_grad)
+
+
+def _grads(fn, n, grad_x, grad_s):
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(n, 3, generator=g).requires_grad_(grad_x)
+    s = torch.randn(n, 3, generator=g).requires_grad_(grad_s)
+    loss = _weighted_loss(fn(x, s))
+    if isinstance(loss, torch.Tensor):  # (0 where no output requires grad, in eager as in thunder)
+        loss.backward()
+    return [t.grad for t in (x, s)]
+
+
+@pytest.mark.parametrize("grad_x, grad_s", [(True, True), (True, False), (False, True)], ids=["both", "x", "s"])
+@pytest.mark.parametrize("name", REPEATED)
+def test_a_written_tensor_returned_twice_gets_the_gradient_of_both_positions(enabled, name, grad_x, grad_s):
+    fn = REPEATED[name]
+    jfn = thunder.jit(fn, cache="symbolic values")
+    for n in (4, 1, 6):
+        got, want = _grads(jfn, n, grad_x, grad_s), _grads(fn, n, grad_x, grad_s)
+        torch.testing.assert_close(got, want)  # (a list: None where eager's gradient is None)
