@@ -92,18 +92,18 @@ def pytest_sessionfinish(session):
 # ones and can end the run on one worker.)
 MODULE_COSTS = {
     "test_hf_generate.py": 120,  # (4 families by default)
-    "test_inplace_matrix.py": 140,  # (27 writes, 6 cells of 19 destinations each)
+    "test_inplace_matrix.py": 165,  # (27 writes, 6 cells of 19 destinations each)
     "test_repeated_blocks.py": 130,  # (5 models compiled stamped and interpreted)
     "test_hf_generate_more.py": 123,
     "test_litgpt.py": 111,
     "test_differential.py": 106,
-    "test_grad_sweep.py": 90,  # (with stock thunder's baseline, cold cache)
+    "test_grad_sweep.py": 60,  # (stock thunder only where a metatrace run was not ok)
     "test_hf_models.py": 84,
     "test_thunder_test_dynamo.py": 83,  # (thunder's own test_dynamo.py in a pytest process)
     "test_fuzz.py": 78,
     "test_warm_start.py": 77,  # (its processes)
     "test_distributed.py": 70,  # (its ranks' processes)
-    "test_metatrace_sweep.py": 63,  # (with stock thunder's constant-values baseline, cold cache)
+    "test_metatrace_sweep.py": 45,  # (stock thunder only where metatrace's run was not ok)
     "test_c_calls.py": 63,
     "test_thunderfx_models.py": 52,
     "test_fusion_executors.py": 46,
@@ -111,7 +111,7 @@ MODULE_COSTS = {
     "test_modules.py": 43,
     "test_entry_files.py": 39,
     "test_fast_paths.py": 37,
-    "test_opinfo_sweep.py": 35,  # (stock thunder's survey under symbolic values, cold cache)
+    "test_opinfo_sweep.py": 20,  # (stock thunder's survey on each op's first sample, cold cache)
     "test_bounded_state.py": 30,
     "test_hf_moe.py": 25,
     "test_cache.py": 25,
