@@ -23,6 +23,9 @@ re-swap every bound symbol of a trace, subsymbols included).
   call, every ``safe_map_flat`` of a processor): thunder checks the top's type against a set of
   thirty types it builds on every call; an exact container, a proxy or a plain leaf passes it.
 
+- the eight flattened views of a bound symbol's arguments and output (``flat_proxy_args`` and
+  the rest): thunder's cached properties without their shared lock (``passes.flat_proxies``).
+
 Anything else (a collection proxy, a namedtuple, a dataclass, ``torch.Size``, another leaf type)
 takes thunder's path for the whole value. What is built is what thunder built: new containers of
 the same types, in the same order, holding the same objects.
@@ -43,6 +46,7 @@ from thunder.core.baseutils import NumberProxyInterface
 from thunder.core.pytree import OPTREE_NAMESPACE, tree_map
 from thunder.core.symbol import BoundSymbol, Symbol
 
+from metatrace.passes import flat_proxies
 from metatrace.patching import Patch, attribute
 from metatrace.proxies.plain_trees import PLAIN_LEAVES, plain_leaves
 from metatrace.state.process_tables import META_SIGNATURES
@@ -266,4 +270,5 @@ def patches() -> list[Patch]:
                   "dce's last step keeps outputs it would rebuild unchanged", wrap=True),
         *(attribute(module, "tree_flatten", _tree_flatten, "thunder's tree_flatten of a plain value without its type set",
                     wrap=True) for module in (symbol, thunder_utils)),
+        *flat_proxies.patches(),
     ]
