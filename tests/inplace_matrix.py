@@ -6,7 +6,8 @@ detached clone), or a view of one (a slice, a row, ``view``, ``t``, ``unsqueeze`
 takes its values from a source argument. One jitted function per (write, source requires grad,
 grad mode) runs the write on every destination kind at once, each with a source of its own, so
 each destination's gradient lands on its own input: the function returns, per destination, the
-base and the written tensor, and a product with ``x`` (an input that always requires grad).
+base and the written tensor, a product with ``x`` (an input that always requires grad) and the
+write's value (the destination again in eager: one tensor at two positions).
 
 Per destination kind the cell compares with eager: each returned tensor's ``requires_grad``,
 ``is_leaf`` and whether ``grad_fn`` is None, the values, and after a backward of a weighted sum of
@@ -16,6 +17,7 @@ compares the exception's type (eager's RuntimeError may be metatrace's Metatrace
 
 from __future__ import annotations
 
+import ast
 import contextlib
 from dataclasses import dataclass
 
@@ -99,8 +101,12 @@ EAGER_RAISES = {("out_add", True, "grad"), ("out_mul", True, "grad")}
 
 def source(write: str, destinations=tuple(DESTINATIONS)) -> str:
     """The source of :func:`make_function`'s ``fn``: per destination kind ``i``, its base ``b{i}``
-    and destination ``d{i}``, the write from ``s{i}``, and the triple it returns."""
+    and destination ``d{i}``, the write from ``s{i}``, and the four tensors it returns (base,
+    destination, a product with ``x``, and the write's value: what a method or ``out=`` call
+    returns, ``d{i}`` itself after a statement). The write's value is the destination in eager,
+    one tensor at two positions of the output, which thunder's backward must read from both."""
     lines = [f"def write_{write}(x, {', '.join(f's{i}' for i in range(len(destinations)))}):"]
+    statement = not isinstance(ast.parse(WRITES[write].format(d="d", s="s")).body[0], ast.Expr)  # (d[i] = v, d += s)
     for i, kind in enumerate(destinations):
         b, d, s = f"b{i}", f"d{i}", f"s{i}"
         if kind in VIEWS:
@@ -108,10 +114,16 @@ def source(write: str, destinations=tuple(DESTINATIONS)) -> str:
             lines.append(f"    {d} = {DESTINATIONS[kind].format(b=b)}")
         else:
             lines.append(f"    {b} = {d} = {DESTINATIONS[kind]}")
-        lines.append(f"    {WRITES[write].format(d=d, s=s)}")
-    triples = ", ".join(f"(b{i}, d{i}, (b{i} * x).sum())" for i in range(len(destinations)))
-    lines.append(f"    return [{triples}]")
+        write_source = WRITES[write].format(d=d, s=s)
+        lines.append(f"    {write_source}" if statement else f"    r{i} = {write_source}")
+        if statement:
+            lines.append(f"    r{i} = {d}")
+    outputs = ", ".join(f"(b{i}, d{i}, (b{i} * x).sum(), r{i})" for i in range(len(destinations)))
+    lines.append(f"    return [{outputs}]")
     return "\n".join(lines) + "\n"
+
+
+PER_DESTINATION = 4  # the tensors fn returns per destination kind (source())
 
 
 def make_function(write: str, destinations=tuple(DESTINATIONS)):
@@ -167,8 +179,8 @@ def differences(expected: Outcome, actual: Outcome, destinations=tuple(DESTINATI
         if expected.metadata[i] != actual.metadata[i]:
             found.append(f"{kind}: (requires_grad, is_leaf, grad_fn is None) eager {expected.metadata[i]}, "
                          f"thunder {actual.metadata[i]}")
-        for j in range(3):
-            e, a = expected.values[3 * i + j], actual.values[3 * i + j]
+        for j in range(PER_DESTINATION):
+            e, a = expected.values[PER_DESTINATION * i + j], actual.values[PER_DESTINATION * i + j]
             if e.shape != a.shape or not torch.allclose(e, a, rtol=1e-4, atol=1e-5, equal_nan=True):
                 found.append(f"{kind}: output {j} values differ")
     if (expected.grads is None) != (actual.grads is None):
