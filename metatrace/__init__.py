@@ -20,6 +20,7 @@ from metatrace.mutations.unreplayable_stores import DroppedStoreError
 from metatrace.interpret.calls.c_code.tensor_arguments import TracedTensorInCCodeError
 from metatrace.interpret.calls.unrepeatable_calls import ClockCallError, PreexistingIteratorError, RandomCallError
 from metatrace.metas.torch_ops.custom_ops import CustomOpError
+from metatrace.grad.written_inputs import WrittenInputError
 
 __all__ = [
     "enable", "disable", "is_enabled", "check_trace", "explain",
@@ -27,4 +28,5 @@ __all__ = [
     "MetatraceError", "DataDependentError", "RandomCallError", "ClockCallError", "PreexistingIteratorError", "DroppedStoreError", "GuardFailure",
     "ChangedWhileTracing", "StructureMismatch", "TraceCheckError", "CacheDirectoryError", "CorruptCacheError",
     "CustomOpError", "CMutationError", "TracedTensorInCCodeError", "ProcessLocal", "StaleReference", "EntryCacheWarning",
+    "WrittenInputError",
 ]

@@ -22,11 +22,12 @@ one value per proxy and decide nothing here):
 
 A write into a leaf that requires grad (an input or a parameter), or into a view of one, under
 grad mode raises eager's error (thunder's own check). A write into an input that does not
-require grad (an argument, a buffer) gives the input's proxy its flag back once the function is
-interpreted (``metatrace.state.view_families.restore_input_flags``): the prologue checks the
-caller's tensor by it, and thunder cannot give the caller's tensor a ``grad_fn`` as eager does;
-what the function computes from the written input after the write requires grad as in eager
-(``metatrace.passes.view_writes`` carries the gradient).
+require grad (an argument, a buffer) of a value that requires grad, under grad mode, raises
+``WrittenInputError`` before the grad transform (``metatrace.grad.written_inputs``): eager gives
+the caller's tensor a ``grad_fn``, thunder cannot. The input's proxy gets its flag back once the
+function is interpreted (``metatrace.metas.proxy_edits.restore_input_flags``): the prologue checks
+the caller's tensor by it (batch_norm's running statistics, written outside autograd in eager,
+take this path without the error).
 """
 
 from __future__ import annotations

@@ -3,14 +3,16 @@ in the order they run.
 
 1. The collector is paced for the phase (``metatrace.gc_pacing.paced``: thunder's transform makes
    cyclic garbage in bulk).
-2. The guard program the prologue reserved for this compile's grad transform is taken
+2. An argument written in place with a tensor that requires grad raises a clear error
+   (``grad.written_inputs``: thunder cannot give the caller's tensor a grad_fn).
+3. The guard program the prologue reserved for this compile's grad transform is taken
    (``guards.grad_program``; None when no tensor input requires grad).
-3. thunder's transform runs as a functional compile step whose concretizations (autograd rules
+4. thunder's transform runs as a functional compile step whose concretizations (autograd rules
    that read sizes) go to the reserved program's collector (after those of the steps before it:
    ``passes.view_writes``).
-4. They fill the reserved program (``grad.deferred_guards``): a reused entry's backward was
+5. They fill the reserved program (``grad.deferred_guards``): a reused entry's backward was
    built for sizes that pass them.
-5. Size producers a grad rule recorded late move up to before their first use
+6. Size producers a grad rule recorded late move up to before their first use
    (``passes.hoist_producers``).
 """
 
@@ -23,6 +25,7 @@ from thunder.core.compile_data import using_symbolic_values
 
 from metatrace.gc_pacing import paced
 from metatrace.grad.deferred_guards import fill_grad_program
+from metatrace.grad.written_inputs import check_written_inputs
 from metatrace.guards.grad_program import take_pending_grad_program
 from metatrace.state.compile_context import compile_step
 from metatrace.passes.hoist_producers import hoist_size_producers
@@ -34,6 +37,7 @@ def _grad_transform_on_trace(original):
     @functools.wraps(original)
     def grad_transform_on_trace(trace, /, *args, **kwargs):
         with paced():
+            check_written_inputs(trace)
             pending = take_pending_grad_program()
             if pending is None:
                 result = original(trace, *args, **kwargs)

@@ -10,6 +10,8 @@ rules' edges (``out=``, ``fill_``, integer destinations, leaves), each over seve
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -17,6 +19,7 @@ import thunder
 
 import metatrace
 from metatrace.checker import check_trace
+from metatrace.grad.written_inputs import WrittenInputError
 
 
 def _collate(seqs, pad):
@@ -129,14 +132,45 @@ def _write_through_a_view_of_an_input(buf, s):
     return buf[:2].sum()
 
 
-def test_a_write_through_a_view_into_an_input_mutates_it_and_carries_the_gradient(enabled):
+def _collate_into(buf, seqs):
+    for i, t in enumerate(seqs):
+        buf[i, : t.shape[0]] = t
+
+
+# An argument written with a tensor that requires grad: eager gives the caller's tensor a grad_fn,
+# thunder cannot (metatrace.grad.written_inputs), so each raises the clear error.
+WRITTEN_ARGUMENTS = {
+    "through a view, a sum returned": lambda: (_write_through_a_view_of_an_input, (torch.zeros(3, 2), torch.ones(3, 2, requires_grad=True))),
+    "collate into the caller's buffer, nothing returned": lambda: (_collate_into, (torch.zeros(2, 4, 3), _leaves((3, 4)))),
+    "add_ into the argument, returned": lambda: (lambda x, s: x.add_(s), (torch.zeros(3), torch.ones(3, requires_grad=True))),
+    "copy_ into a transposed view": lambda: (lambda x, s: x.t().copy_(s).sum(), (torch.zeros(2, 3), torch.ones(3, 2, requires_grad=True))),
+}
+
+
+@pytest.mark.parametrize("case", WRITTEN_ARGUMENTS)
+def test_an_argument_written_with_a_tensor_that_requires_grad_raises_the_clear_error(enabled, case):
+    fn, args = WRITTEN_ARGUMENTS[case]()
+    with pytest.raises(WrittenInputError, match="is written in place at .*thunder cannot give the caller's tensor a grad_fn"):
+        thunder.jit(fn, cache="symbolic values")(*args)
+
+
+def test_an_argument_written_under_no_grad_mutates_it_as_eager(enabled):
     jf = thunder.jit(_write_through_a_view_of_an_input, cache="symbolic values")
     got_buf, want_buf = torch.zeros(3, 2), torch.zeros(3, 2)
     got, want = torch.ones(3, 2, requires_grad=True), torch.ones(3, 2, requires_grad=True)
-    jf(got_buf, got).backward()
-    _write_through_a_view_of_an_input(want_buf, want).backward()
+    with torch.no_grad():
+        torch.testing.assert_close(jf(got_buf, got), _write_through_a_view_of_an_input(want_buf, want))
     torch.testing.assert_close(got_buf, want_buf)
-    torch.testing.assert_close(got.grad, want.grad)
+
+
+def test_batch_norm_running_statistics_are_written_without_the_error(enabled):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    eager = copy.deepcopy(model)
+    x = torch.randn(5, 3)
+    thunder.jit(model, cache="symbolic values")(x).sum().backward()
+    eager(x).sum().backward()
+    torch.testing.assert_close(model[1].running_mean, eager[1].running_mean)
 
 
 def test_an_integer_destination_does_not_require_grad(enabled):
