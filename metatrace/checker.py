@@ -4,7 +4,8 @@ thunder's ``thunder.dev_utils.check_trace`` checks that every proxy argument of 
 bound symbol was produced earlier. This checker runs it, and additionally requires, through
 subsymbols at every depth:
 
-- every NumberProxy argument has a definition;
+- every NumberProxy and TensorProxy argument has a definition (a fusion region's subsymbols
+  included: a tensor its code reads that nothing defines fails at run time);
 - every size symbol inside a TensorProxy's shape (arguments and outputs) has a definition.
 
 A definition is a trace input (with the size symbols of input tensors), an output of an unpack
@@ -28,7 +29,7 @@ from thunder.core.trace import TraceCtx
 class Orphan:
     symbol: str  # the undefined proxy's name
     where: str  # the bound symbol that uses it (first line of its printed form)
-    role: str  # "argument" or "size of <tensor>"
+    role: str  # "argument", "tensor argument" or "size of <tensor>"
 
     def __str__(self) -> str:
         return f"{self.symbol} ({self.role}) has no definition before: {self.where}"
@@ -75,11 +76,11 @@ def find_orphans(trace) -> list[Orphan]:
 
 
 def undefined_in(bsyms, defined: set[str]) -> list[str]:
-    """Names ``bsyms`` (a fusion region's, say) use undefined when ``defined`` is defined before
-    them, by the checker's rules; ``defined`` is left as it was."""
+    """Numbers and sizes ``bsyms`` (a fusion region's, say) use undefined when ``defined`` is
+    defined before them, by the checker's rules; ``defined`` is left as it was."""
     orphans: list[Orphan] = []
     _walk(bsyms, set(defined), orphans)
-    return [o.symbol for o in orphans]
+    return [o.symbol for o in orphans if o.role != "tensor argument"]
 
 
 def _walk(bsyms, defined: set[str], orphans: list[Orphan]) -> None:
@@ -96,6 +97,8 @@ def _walk(bsyms, defined: set[str], orphans: list[Orphan]) -> None:
             if isinstance(p, NumberProxy) and p.name not in defined:
                 orphans.append(Orphan(p.name, where := where or _where(bsym), "argument"))
             elif isinstance(p, TensorProxy):
+                if p.name not in defined:
+                    orphans.append(Orphan(p.name, where := where or _where(bsym), "tensor argument"))
                 for s in _sizes(p):
                     if s.name not in defined:
                         orphans.append(Orphan(s.name, where := where or _where(bsym), f"size of argument {p.name}"))

@@ -12,7 +12,10 @@ in the order they run.
    ``passes.view_writes``).
 5. They fill the reserved program (``grad.deferred_guards``): a reused entry's backward was
    built for sizes that pass them.
-6. Size producers a grad rule recorded late move up to before their first use
+6. A composite the transform bound without tracing it (zeros for an intermediate no rule sent a
+   gradient to) is traced, within the same step (``grad.untraced_composites``: passes after it
+   drop a composite without subsymbols from a fusion region).
+7. Size producers a grad rule recorded late move up to before their first use
    (``passes.hoist_producers``).
 """
 
@@ -25,12 +28,12 @@ from thunder.core.compile_data import using_symbolic_values
 
 from metatrace.gc_pacing import paced
 from metatrace.grad.deferred_guards import fill_grad_program
+from metatrace.grad.untraced_composites import with_traced_composites
 from metatrace.grad.written_inputs import check_written_inputs
 from metatrace.guards.grad_program import take_pending_grad_program
 from metatrace.state.compile_context import compile_step
 from metatrace.passes.hoist_producers import hoist_size_producers
 from metatrace.patching import Patch, attribute
-
 
 
 def _grad_transform_on_trace(original):
@@ -40,11 +43,11 @@ def _grad_transform_on_trace(original):
             check_written_inputs(trace)
             pending = take_pending_grad_program()
             if pending is None:
-                result = original(trace, *args, **kwargs)
+                result = with_traced_composites(original(trace, *args, **kwargs))
             else:
                 collector = pending.collector
                 with compile_step(collector, functional=True):
-                    result = original(trace, *args, **kwargs)
+                    result = with_traced_composites(original(trace, *args, **kwargs))
                 fill_grad_program(pending, collector, [trace, result])
             return hoist_size_producers(result) if using_symbolic_values() else result
 

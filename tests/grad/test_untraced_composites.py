@@ -1,0 +1,75 @@
+"""An intermediate no grad rule sends a gradient to (``x * 1`` below a ``detach``) gets zeros that
+thunder's grad transform binds without tracing them; DCE took that bound symbol for a no-op and
+dropped it from ``torch_compile_ex``'s backward region, which then read a tensor nothing defined
+(``Unsupported name 't20' is not defined``). metatrace.grad.untraced_composites traces it.
+
+Each form under the default executors and ``torch_compile_ex``, over sizes, against eager's
+values and gradients, and every trace through the strict checker (which follows a fusion
+region's subsymbols).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import thunder
+from thunder.executors.torch_compile import torch_compile_ex
+
+from metatrace.checker import check_trace
+
+
+def _detached_buffer_written(x, s):
+    b = (x * 1).detach()
+    d = b.add_(s)
+    return b, d
+
+
+def _view_of_intermediate_written(x, s):
+    b = x * 1
+    v = b.view(-1)
+    v.add_(s.view(-1))
+    return b, v, b
+
+
+def _detached_intermediate_used(x, s):
+    y = x * 2
+    return y.detach() * 3 + s, y.sum()
+
+
+def _detached_chunk(x, s):
+    a, b = (x * s).chunk(2, 0)
+    return a.detach() + b, a.sum()
+
+
+FORMS = [_detached_buffer_written, _view_of_intermediate_written, _detached_intermediate_used, _detached_chunk]
+EXECUTORS = {"default": None, "torch_compile_ex": [torch_compile_ex]}
+
+
+def _run(fn, n):
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(n, 3, generator=g).requires_grad_()
+    s = torch.randn(n, 3, generator=g).requires_grad_()
+    outputs = fn(x, s)
+    sum((o * (i + 1)).sum() for i, o in enumerate(outputs)).backward()
+    # thunder gives zeros where eager's path through a detach leaves the grad None (stock too)
+    grads = [torch.zeros_like(t) if t.grad is None else t.grad for t in (x, s)]
+    return [o.detach() for o in outputs], grads
+
+
+@pytest.mark.parametrize("executors", EXECUTORS.values(), ids=EXECUTORS)
+@pytest.mark.parametrize("fn", FORMS, ids=lambda f: f.__name__.strip("_"))
+def test_values_and_gradients_equal_eager(enabled, fn, executors):
+    jfn = thunder.jit(fn, executors=executors, cache="symbolic values")
+    for n in (4, 2, 6):
+        torch.testing.assert_close(_run(jfn, n), _run(fn, n))
+
+
+@pytest.mark.parametrize("executors", EXECUTORS.values(), ids=EXECUTORS)
+@pytest.mark.parametrize("fn", FORMS, ids=lambda f: f.__name__.strip("_"))
+def test_every_trace_defines_what_it_reads(enabled, fn, executors):
+    jfn = thunder.jit(fn, executors=executors, cache="symbolic values")
+    _run(jfn, 4)
+    for trace in [*thunder.last_traces(jfn), *thunder.last_backward_traces(jfn)]:
+        # (thunder's own check re-runs each bound symbol, and a fusion region has no meta)
+        check_trace(trace, thunder_checks=executors is None)
