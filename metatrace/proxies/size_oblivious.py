@@ -158,17 +158,24 @@ def _reshape(original):
             return original(a, shape)
         if same_sizes(a.shape, shape):
             return a
-        # thunder's reshape below its shortcut (thunder/clang/__init__.py): infers a -1 length
-        numel, neg_one_idx = 1, None
+        # thunder's reshape below its shortcut (thunder/clang/__init__.py): infers a -1 length. Its
+        # decisions on each length are taken in thunder's order; the product of the known lengths
+        # is computed only where a -1 needs it: thunder multiplied them on every reshape, and on
+        # symbols each product was a recorded ``prims.mul`` that nothing read, re-traced by every
+        # pass after interpretation (the operator pass re-runs every reshape).
+        known, neg_one_idx = [], None
         for idx, length in enumerate(shape):
             if length >= 0:
-                numel *= length
+                known.append(length)
             else:
                 utils.check(length == -1, lambda: f"Found a negative dimension length {length} in shape={shape}!")
                 utils.check(neg_one_idx is None, lambda: f"Found two -1 markers in shape={shape}!")
                 neg_one_idx = idx
         if neg_one_idx is None:
             return prims.reshape(a, shape)
+        numel = 1
+        for length in known:
+            numel *= length
         utils.check(a.numel % numel == 0, lambda: f"Trying to reshape, but can't infer how to reshape {a.shape} to {shape}")
         return prims.reshape(a, (*shape[:neg_one_idx], a.numel // numel, *shape[neg_one_idx + 1:]))
 
