@@ -165,3 +165,32 @@ def test_a_symbolic_slice_still_clamps_squeezes_and_steps_as_eager(enabled):
         x = torch.randn(3, 4, 5)
         for got, want in zip(jf(x, *args), fn(x, *args)):
             torch.testing.assert_close(got, want)
+
+
+def _subsymbol_names(bsyms) -> list[str]:
+    names = []
+    for b in bsyms:
+        names.append(b.sym.name)
+        names.extend(_subsymbol_names(b.subsymbols))
+    return names
+
+
+def test_a_reshape_without_minus_one_multiplies_no_lengths(enabled):
+    """clang.reshape needs the product of the known lengths only to infer a -1: thunder computed it
+    on every call, a recorded ``prims.mul`` per length on symbols that nothing read and every pass
+    re-traced. With a -1 the length is inferred from the product as before."""
+
+    def fn(x):
+        b, t, d = x.shape
+        return x.reshape(b, t, 2, d // 2) * 2, x.reshape(-1, d) + 1
+
+    jf = thunder.jit(fn, cache=SYMBOLIC)
+    for shape in ((2, 3, 8), (4, 5, 8)):
+        x = torch.randn(shape)
+        for got, want in zip(jf(x), fn(x)):
+            torch.testing.assert_close(got, want)
+    assert thunder.cache_misses(jf) == 1
+    reshapes = [b for b in thunder.last_traces(jf)[0].bound_symbols if b.sym.name == "reshape"]
+    assert len(reshapes) == 2
+    assert "mul" not in _subsymbol_names([reshapes[0]])  # (b, t, 2, d // 2): no -1
+    assert _subsymbol_names([reshapes[1]]).count("py_floordiv") == 1  # (-1, d): the inferred length
