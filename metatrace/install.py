@@ -38,7 +38,8 @@ from metatrace.mutations import (
     cells as cell_stores, record as mutation_records, replay as mutation_replay, returned_objects, tracing_context,
 )
 from metatrace.passes import (
-    distributed, fusion_regions, grad_transform, size_producers, string_constants, symbol_costs, view_writes,
+    distributed, fusion_regions, grad_transform, rematerialized_writes, size_producers, string_constants,
+    symbol_costs, view_writes,
 )
 from metatrace.metas import oblivious_sites, python_executor
 from metatrace.metas.torch_ops import (
@@ -174,7 +175,7 @@ def _stages(loaded, force_fallback: tuple[str, ...], applied: list[Patch], with_
         size_producers.patches,
         symbol_costs.patches if with_fast_paths else list,
         grad_transform.patches, view_writes.patches,
-        fusion_regions.patches,
+        fusion_regions.patches, rematerialized_writes.patches,
         distributed.patches,
         # the collector paced for the compile's phases (wrapping what the rows above installed there)
         gc_pacing_phases.patches,

@@ -6,10 +6,13 @@ forward overwrites later reaches the backward with the new values: ``x.clone().s
 the clone, which then held ``sqrt(x)``, and the gradient was ``1 / (2 * sqrt(sqrt(x)))``;
 ``x.clone().mul_(x)`` and ``tanh_`` were wrong the same way (stock thunder too).
 
-After thunder splits the forward from the backward (step 4 of the split's one wrapper,
-``metatrace.passes.size_producers``), every saved tensor that may share storage
-with a later ``copy_``'s destination is cloned right where it is defined, and the clone is
-saved instead. Storage is shared, conservatively, along view-creating operators, thunder's
+Right after the grad transform (a step of its one wrapper, ``metatrace.passes.grad_transform``),
+every forward tensor the backward reads that may share storage with a later ``copy_``'s
+destination is cloned right where it is defined, and the backward reads the clone: before the
+executor passes, so a fusion region that both defines and overwrites the tensor (the whole forward
+under ``torch_compile_ex``) clones it in between. After the split (step 4 of its one wrapper,
+``metatrace.passes.size_producers``) the same rule runs over the forward's saved tensors, for
+what the split itself moves. Storage is shared, conservatively, along view-creating operators, thunder's
 ``update_aliases`` and ``copy_`` itself (union-find over proxy names, one pass over the forward:
 linear in its bound symbols). Each name in thunder's traces has one value (the in-place update
 gives the updated tensor a new name), so the value at the definition is the one the backward's
@@ -21,10 +24,12 @@ the in-place write.
 from __future__ import annotations
 
 from thunder.core import prims
-from thunder.core.proxies import TensorProxy
+from thunder.core.proxies import TensorProxy, variableify
+from thunder.core.symbol import BoundSymbolTag
 from thunder.core.trace import TraceProvenance, from_trace, tracectx
 from thunder.core.update_aliases import _is_view_creation_op
 from thunder.executors import torchex
+import thunder.torch as ltorch
 
 
 class _Aliases:
@@ -127,4 +132,48 @@ def _with_clones(forward, body, ret, saved_tensors, saved_other, overwritten, de
     saved = tuple(clones.get(t.name, t) if isinstance(t, TensorProxy) else t for t in saved_tensors)
     new.bound_symbols.append(ret.from_bsym(args=(ret.args[0], (saved, saved_other))))
     new.set_provenance(TraceProvenance("metatrace: saved tensors a later in-place write overwrites are cloned"))
+    return new
+
+
+def clone_overwritten_backward_reads(joint):
+    """``joint`` (the grad transform's joint trace) with each forward tensor a backward bound
+    symbol reads, that a later forward ``copy_`` may overwrite, cloned at its definition and the
+    clone read instead; ``joint`` itself when none is. One walk, linear in its bound symbols."""
+    aliases = _Aliases()
+    defined_at: dict[str, int] = {}
+    written_after: list[tuple[int, str]] = []
+    read_by_backward: dict[str, TensorProxy] = {}
+    for i, bsym in enumerate(joint.bound_symbols):
+        if BoundSymbolTag.BACKWARD in bsym.tags:
+            read_by_backward.update((p.name, p) for p in bsym.flat_proxy_args if isinstance(p, TensorProxy))
+            continue
+        written: list[str] = []
+        _record_aliases(bsym, aliases, written)
+        written_after.extend((i, name) for name in written)
+        for name in _tensor_names(bsym.flat_outs):
+            defined_at.setdefault(name, i)
+    if not written_after:
+        return joint
+    last_write: dict[str, int] = {}
+    for i, name in written_after:
+        last_write[aliases.find(name)] = i
+    overwritten = {name: t for name, t in read_by_backward.items()
+                   if last_write.get(aliases.find(name), -1) > defined_at.get(name, -1)}
+    if not overwritten:
+        return joint
+    by_position: dict[int, list[TensorProxy]] = {}
+    for name, t in overwritten.items():
+        by_position.setdefault(defined_at.get(name, -1), []).append(t)
+    new = from_trace(joint)
+    clones: dict = {}
+    with tracectx(new):
+        for t in by_position.get(-1, ()):  # trace arguments: cloned first
+            clones[variableify(t)] = ltorch.clone(t)
+        for i, bsym in enumerate(joint.bound_symbols):
+            if clones and BoundSymbolTag.BACKWARD in bsym.tags:
+                bsym = bsym.from_bsym_swap_proxies(clones)
+            new.bound_symbols.append(bsym)
+            for t in by_position.get(i, ()):
+                clones[variableify(t)] = ltorch.clone(t)
+    new.set_provenance(TraceProvenance("metatrace: forward tensors the backward reads that a later in-place write overwrites are cloned"))
     return new

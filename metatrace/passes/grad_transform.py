@@ -15,7 +15,12 @@ in the order they run.
 6. A composite the transform bound without tracing it (zeros for an intermediate no rule sent a
    gradient to) is traced, within the same step (``grad.untraced_composites``: passes after it
    drop a composite without subsymbols from a fusion region).
-7. Size producers a grad rule recorded late move up to before their first use
+7. An input gradient no output's cotangent reaches is None, as in eager
+   (``grad.unreached_inputs``: the zeros above reached the inputs of a detached path).
+8. A forward tensor the backward reads that a later in-place write overwrites is cloned where it
+   is defined, before the executor passes can fuse the write with its definition
+   (``grad.saved_values``).
+9. Size producers a grad rule recorded late move up to before their first use
    (``passes.hoist_producers``).
 """
 
@@ -28,6 +33,8 @@ from thunder.core.compile_data import using_symbolic_values
 
 from metatrace.gc_pacing import paced
 from metatrace.grad.deferred_guards import fill_grad_program
+from metatrace.grad.saved_values import clone_overwritten_backward_reads
+from metatrace.grad.unreached_inputs import without_unreached_gradients
 from metatrace.grad.untraced_composites import with_traced_composites
 from metatrace.grad.written_inputs import check_written_inputs
 from metatrace.guards.grad_program import take_pending_grad_program
@@ -49,6 +56,7 @@ def _grad_transform_on_trace(original):
                 with compile_step(collector, functional=True):
                     result = with_traced_composites(original(trace, *args, **kwargs))
                 fill_grad_program(pending, collector, [trace, result])
+            result = clone_overwritten_backward_reads(without_unreached_gradients(result))
             return hoist_size_producers(result) if using_symbolic_values() else result
 
     return grad_transform_on_trace
