@@ -32,6 +32,8 @@ from thunder.core.compile_data import using_symbolic_values
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunder.core.pytree import tree_iter, tree_map
 from thunder.core.trace import TraceProvenance
+from thunder.core import prims
+from thunder.executors.torch_compile import TorchCompileExecutor
 from thunder.extend import FusionExecutor
 
 from metatrace.passes.hoist_producers import is_number_op
@@ -246,11 +248,22 @@ def bound_symbols_to_compile(bsyms: list) -> list:
     return without_number_outputs(bsyms) if using_symbolic_values() else bsyms
 
 
+def _writes_in_place(bsym) -> bool:
+    """Whether ``bsym`` is an in-place write (``prims.copy_``), which a torch.compile region does
+    not take: inductor returns an input for ``zeros + s`` (its no-op removal, in plain
+    ``torch.compile`` too), so a region writing that sum into a fresh buffer returned the caller's
+    ``s`` itself; a write through a transposed view into one of two equal buffers read back zeros.
+    Run by the torch executor between regions, the write lands in the buffer the trace names."""
+    return bsym.sym.id == prims.PrimIDs.COPY_
+
+
 def _can_fuse(original):
     @functools.wraps(original)
     def can_fuse(self, bsym):
         if isinstance(self, FusionExecutor) and using_symbolic_values() and (_is_shape_read(bsym) or not any(isinstance(p, TensorProxy) for p in bsym.flat_proxy_outs)):
             return False  # a number op or a shape read: the python executor runs it, outside any region
+        if isinstance(self, TorchCompileExecutor) and _writes_in_place(bsym):
+            return False  # (see _writes_in_place)
         return original(self, bsym)
 
     return can_fuse

@@ -7,12 +7,14 @@ only, and an in-place write (``prims.copy_(result, dst)``) carries no edge to th
 it must come after. With ``torch_compile_ex`` a joint trace's backward region recomputed
 ``target.div_(t)``'s ``copy_`` and then read ``target`` for ``t``'s gradient, the written value
 instead of the one the rule means: ``t``'s gradient was halved, silently (stock thunder too). The
-write is also done twice.
+write is also done twice. Recomputing a buffer that is written between the two regions is as
+wrong: ``b = zeros; d = b.view(...); d += s; return b`` under ``no_grad`` recomputed ``b`` in the
+consumer (thunder's ``update_aliases`` there names the written buffer) as fresh zeros.
 
 :func:`find_cut`, thunder's with one step: a cut whose recomputation would include a write
-(``copy_``, or a symbol tagged in-place) is refused, so that pair is left as it was (the
-producer's outputs cross, as without rematerialization). Pairs that recompute no write are
-unchanged. The check dry-runs thunder's own consumer update for the cut, and only for a producer
+(``copy_``, or a symbol tagged in-place) or an ``update_aliases`` is refused, so that pair is
+left as it was (the producer's outputs cross, as without rematerialization). Pairs that
+recompute neither are unchanged. The check dry-runs thunder's own consumer update for the cut, and only for a producer
 region that writes at all.
 """
 
@@ -27,9 +29,11 @@ from metatrace.patching import Patch, attribute
 
 
 def _writes(bsym) -> bool:
-    if bsym.sym.id == prims.PrimIDs.COPY_ or prims.OpTags.IN_PLACE in (bsym.sym.tags or ()):
+    """An in-place write, or thunder's ``update_aliases`` (which names a buffer's state after
+    writes: recomputed, the buffer is a fresh one, without them)."""
+    if bsym.sym.id in (prims.PrimIDs.COPY_, prims.PrimIDs.UPDATE_ALIASES):
         return True
-    return any(map(_writes, bsym.subsymbols))
+    return prims.OpTags.IN_PLACE in (bsym.sym.tags or ()) or any(map(_writes, bsym.subsymbols))
 
 
 def _find_cut(original):

@@ -39,6 +39,7 @@ from metatrace.grad.repeated_outputs import cotangents_of_every_position
 from metatrace.grad.saved_values import clone_overwritten_saved
 from metatrace.state.compile_context import compile_step
 from metatrace.passes.keep_size_names import keep_size_names
+from metatrace.passes.wait_sorting import run_only_for_wait_sorting
 from metatrace.passes.rebindings import without_rebindings
 from metatrace.passes.restore_producers import restore_size_producers
 from metatrace.patching import Patch, attribute
@@ -99,14 +100,20 @@ def _recording(fn):
 
 
 def _operator_pass(original):
-    """The operator-executor pass's one wrapper: the collector paced (``gc_pacing``), then, under
-    symbolic values, metas recording through it (:func:`_recording`)."""
+    """The operator-executor pass's one wrapper, its steps in order:
+
+    1. thunder's run only for sorting distributed waits, on a trace without any, returns the
+       trace (``passes.wait_sorting``: thunder discards that run's result);
+    2. the collector paced (``gc_pacing``);
+    3. under symbolic values, metas recording through it (:func:`_recording`)."""
     recording = _recording(original)
 
     @functools.wraps(original)
-    def operator_pass(*args, **kwargs):
+    def operator_pass(trace, *args, **kwargs):
+        if run_only_for_wait_sorting(trace):
+            return trace
         with paced():
-            return recording(*args, **kwargs)
+            return recording(trace, *args, **kwargs)
 
     return operator_pass
 

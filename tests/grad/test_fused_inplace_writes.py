@@ -14,6 +14,8 @@ import torch
 import thunder
 from thunder.executors.torch_compile import torch_compile_ex
 
+import inplace_matrix
+
 
 def _divided_target(x, w, t):
     target = (x * 2).detach()
@@ -51,3 +53,48 @@ def test_gradients_equal_eager_under_torch_compile_ex(enabled, fn):
     jfn = thunder.jit(fn, executors=[torch_compile_ex], cache="symbolic values")
     for n in (4, 1, 6):
         torch.testing.assert_close(_grads(jfn, n), _grads(fn, n))
+
+
+# torch.compile's inductor returns an input for ``zeros + s`` (plain torch.compile too), so a region
+# that wrote that sum into a fresh buffer returned the caller's ``s`` itself; the write runs
+# outside torch.compile regions (metatrace.passes.fusion_regions).
+def _accumulate_into_zeros(x, s):
+    acc = torch.zeros_like(x)
+    acc += s
+    return acc
+
+
+def _scale_ones(x, s):
+    out = x.new_ones(x.shape)
+    out.mul_(s)
+    return out
+
+
+@pytest.mark.parametrize("fn", [_accumulate_into_zeros, _scale_ones], ids=lambda f: f.__name__.strip("_"))
+def test_a_fresh_buffer_written_from_an_argument_is_not_the_argument(enabled, fn):
+    jfn = thunder.jit(fn, executors=[torch_compile_ex], cache="symbolic values")
+    x, s = torch.randn(4, 3), torch.randn(4, 3, requires_grad=True)
+    out = jfn(x, s)
+    assert out.data_ptr() != s.data_ptr()
+
+
+@pytest.mark.parametrize("fn", [_accumulate_into_zeros, _scale_ones], ids=lambda f: f.__name__.strip("_"))
+def test_a_fresh_buffer_written_under_no_grad_does_not_require_grad(enabled, fn):
+    jfn = thunder.jit(fn, executors=[torch_compile_ex], cache="symbolic values")
+    with torch.no_grad():
+        out = jfn(torch.randn(4, 3), torch.randn(4, 3, requires_grad=True))
+    assert not out.requires_grad
+
+
+# A sample of the in-place matrix (tests/inplace_matrix.py) under torch_compile_ex: writes whose
+# regions failed there (a scatter through a transposed view read back zeros beside a second
+# buffer; ``+=``/``mul_`` returned the source), on the destinations that failed and their neighbours.
+FUSED_WRITES = ("scatter_add_", "iadd", "mul_", "div_")
+FUSED_DESTINATIONS = ("zeros", "ones", "view", "t")
+
+
+@pytest.mark.parametrize("write", FUSED_WRITES)
+def test_the_inplace_matrix_sample_follows_eager_under_torch_compile_ex(enabled, write):
+    jit = lambda fn: thunder.jit(fn, executors=[torch_compile_ex], cache="symbolic values")
+    found = inplace_matrix.cells(write, jit, modes=("grad", "no_grad"), destinations=FUSED_DESTINATIONS)
+    assert {cell: d for cell, d in found.items() if d} == {}
