@@ -1,7 +1,9 @@
 """thunder's ddp and fsdp under symbolic values: one entry per rank serves every length.
 
-Each test spawns 2 CPU ranks with gloo (``torch.multiprocessing``, spawn) and joins them with a
-timeout: a rank that hangs fails the test. Every rank builds the same model (fixed seed), trains
+The module spawns 2 CPU ranks once, with gloo (``torch.multiprocessing``, spawn), runs every
+training run of its tests in them in turn, and joins them with a timeout: a rank that hangs or
+raises fails the tests. (A spawn costs each rank its own import of torch, thunder and metatrace
+and an ``enable()``: one spawn instead of three saved about 25 s of CPU.) Every rank builds the same model (fixed seed), trains
 one step per length on its own batch and reports its outputs, its gradients (gathered across the
 ranks under fsdp, whose parameters are sharded) and its compile count. The reference is eager
 PyTorch in the parent: each rank's output on its batch, and the mean over both ranks' batches of
@@ -11,12 +13,14 @@ tools/bench.py's ddp-train (tests/distributed_workloads.py).
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
 from distributed_workloads import WORLD, RankFailure, batch, build, run_ranks
 
-TIMEOUT_S = 420
+TIMEOUT_S = 600  # (every run of the module in one spawn)
 
 
 def _run_ranks(runs: list[tuple[str, list[list[int]], str]]) -> list[dict[int, tuple]]:
@@ -29,7 +33,13 @@ def _run_ranks(runs: list[tuple[str, list[list[int]], str]]) -> list[dict[int, t
 
 
 def _eager(schedule: list[list[int]], model_name: str = "sequence"):
-    """Per step: each rank's eager output, and the mean of both ranks' eager gradients."""
+    """Per step: each rank's eager output, and the mean of both ranks' eager gradients (computed
+    once per schedule and model: several tests compare with the same)."""
+    return _eager_once(tuple(map(tuple, schedule)), model_name)
+
+
+@functools.lru_cache(maxsize=None)
+def _eager_once(schedule: tuple[tuple[int, ...], ...], model_name: str):
     model = build(model_name)
     expected = []
     for lengths in schedule:
@@ -58,9 +68,16 @@ RUNS = [(kind, SAME_LENGTHS, "sequence") for kind in KINDS] + [(kind, MIXED_LENG
 
 
 @pytest.fixture(scope="module")
-def ranks():
-    """Every run's reports from one spawn of 2 ranks: run name -> rank -> (steps, compiles)."""
-    return {(kind, tuple(map(tuple, schedule))): report for (kind, schedule, _), report in zip(RUNS, _run_ranks(RUNS))}
+def all_ranks():
+    """Per run of ALL_RUNS (defined below, with the litgpt and MoE runs), from one spawn of 2
+    ranks: rank -> (steps, compiles, seconds)."""
+    return _run_ranks(ALL_RUNS)
+
+
+@pytest.fixture(scope="module")
+def ranks(all_ranks):
+    """The sequence model's runs: run name -> rank -> (steps, compiles)."""
+    return {(kind, tuple(map(tuple, schedule))): report for (kind, schedule, _), report in zip(RUNS, all_ranks)}
 
 
 def _report(ranks, kind, schedule):
@@ -107,8 +124,8 @@ LITGPT_RUNS = [("ddp", LITGPT_LENGTHS, "litgpt"), ("fsdp-zero3-none", LITGPT_LEN
 
 
 @pytest.fixture(scope="module")
-def litgpt_ranks():
-    return dict(zip(range(len(LITGPT_RUNS)), _run_ranks(LITGPT_RUNS)))
+def litgpt_ranks(all_ranks):
+    return dict(enumerate(all_ranks[len(RUNS):len(RUNS) + len(LITGPT_RUNS)]))
 
 
 @pytest.mark.slow
@@ -134,9 +151,12 @@ def test_litgpt_gradients_equal_the_mean_of_eager_gradients(litgpt_ranks, run):
 MOE_RUNS = [("ddp", [[8, 8], [12, 12], [16, 16]], "litgpt:mixtral-like")]
 
 
+ALL_RUNS = RUNS + LITGPT_RUNS + MOE_RUNS
+
+
 @pytest.fixture(scope="module")
-def moe_ranks():
-    return _run_ranks(MOE_RUNS)[0]
+def moe_ranks(all_ranks):
+    return all_ranks[len(RUNS) + len(LITGPT_RUNS)]
 
 
 @pytest.mark.slow
