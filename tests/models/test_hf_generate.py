@@ -161,8 +161,29 @@ def generate_both(model, eager, ids, cache: str, sample: bool, seed: int):
 GENERATED = sorted(FAMILY_CONFIGS) if os.environ.get("METATRACE_ALL_FAMILIES") else ("gemma", "gpt2", "llama", "phi3")
 
 
+@pytest.fixture(scope="module")
+def built() -> dict[str, tuple]:
+    """family -> (model, eager twin), every family of the generate tests built before the first of
+    them compiles: constructing a model registers its class in transformers'
+    ``_CAN_RECORD_REGISTRY``, a dict the traces read (and the prologue checks whole), so a family
+    built after another's compile would make that family's entries miss. Llama's model stays, its
+    forward jitted, for the one-token test (its default-cache entries are the ones it extends)."""
+    return {name: family(name) for name in GENERATED}
+
+
+def jitted_family(built: dict, name: str):
+    """The family's model with ``model.forward`` jitted (once per module) and its eager twin."""
+    model, eager = built[name] if name in built else family(name)
+    if not hasattr(model.forward, "_lc_cs"):  # (thunder.jit's function carries its cache state)
+        model.forward = thunder.jit(model.forward, cache=SYMBOLIC)
+    if name != "llama":  # (only Llama's is used again: a larger heap slows later compiles)
+        built.pop(name, None)
+    return model, eager
+
+
 @pytest.mark.parametrize("name", GENERATED)
-def test_generate_of_each_family_equals_eager_with_every_cache_in_two_compiles_per_cache_kind(enabled, name, caplog):
+def test_generate_of_each_family_equals_eager_with_every_cache_in_two_compiles_per_cache_kind(enabled, built, name,
+                                                                                              caplog):
     """One jitted forward per family for every call: the default DynamicCache, a DynamicCache the
     user passes, cache_implementation="static" and a StaticCache the user builds, prompts of four
     lengths in batches of 1, 2 and 3, greedy and sampled. After every call: eager's tokens and a
@@ -170,8 +191,7 @@ def test_generate_of_each_family_equals_eager_with_every_cache_in_two_compiles_p
     (torch.cat against index_copy_, a mask as long as the cache), so each kind has its own
     prefill and decode entry: 2 compiles for the dynamic kind, 2 more for the static kind, whatever
     the lengths, batches and steps."""
-    model, eager = family(name)
-    model.forward = thunder.jit(model.forward, cache=SYMBOLIC)
+    model, eager = jitted_family(built, name)
     seed = 0
     for kinds in (("default", "user dynamic"), ("static", "user static")):
         before = thunder.cache_misses(model.forward)
@@ -193,24 +213,30 @@ def test_generate_of_each_family_equals_eager_with_every_cache_in_two_compiles_p
     assert all("guard failed" in line or "prologue check" in line for line in reasons), reasons
 
 
-def test_a_one_token_prompt_adds_its_own_prefill_entry_and_reuses_the_decode_entry(enabled, caplog):
+def test_a_one_token_prompt_adds_its_own_prefill_entry_and_reuses_the_decode_entry(enabled, built, caplog):
     """A prompt of 1 token takes another path in transformers' own code: sdpa_attention_forward's
     ``is_causal = query.shape[2] > 1 and ...`` (and masking_utils' ``query_length == 1 or
     kv_length == query_length``) decide on the prompt length, and a trace records one outcome, so
     the prefill of 1 token is an entry of its own (torch.compile specializes a size of 1 too).
     Its decode steps, whose cache holds 1 token, reuse the decode entry of longer prompts (cat's
-    meta guarded the cached length != 1 there) and the batch of 2 reuses batch 1's entries."""
-    model, eager = family("llama")
-    model.forward = thunder.jit(model.forward, cache=SYMBOLIC)
+    meta guarded the cached length != 1 there) and the batch of 2 reuses batch 1's entries.
+    (Llama's forward as the generate test above left it, whose entry 0 is its default-cache
+    prefill too; run alone, the first prompt of 4 tokens compiles that prefill and decode.)"""
+    model, eager = jitted_family(built, "llama")
+    added, logged = [], []  # per prompt: the compiles it added, and the recompile log it wrote
     for seed, (length, batch) in enumerate(((4, 1), (1, 1), (1, 2), (5, 2))):
         ids = prompt(length, batch, seed)
+        before = thunder.cache_misses(model.forward)
+        caplog.clear()
         with caplog.at_level(logging.INFO, logger="metatrace.recompiles"):
             (got, got_cache), (want, want_cache) = generate_both(model, eager, ids, "default", False, seed)
         assert torch.equal(got, want), f"prompt {length}, batch {batch}"
         assert_caches_equal(got_cache, want_cache)
-    assert thunder.cache_misses(model.forward) == 3
-    # the misses: the first decode step (entry 0 is the prefill) and the 1-token prefill, whose
-    # log says the prefill entry's guard on the prompt length failed
-    misses = [r.getMessage() for r in caplog.records if r.name == "metatrace.recompiles"]
-    assert len(misses) == 2
-    assert "entry 0: guard failed" in misses[1]
+        added.append(thunder.cache_misses(model.forward) - before)
+        logged.append([r.getMessage() for r in caplog.records if r.name == "metatrace.recompiles"])
+    # the prompt of 1 token adds one entry (its prefill: its decode steps hit); the batch of 2 and
+    # a longer prompt add none
+    assert added[1:] == [1, 0, 0], added
+    # its one miss is logged, and says the prefill entry's guard on the prompt length failed
+    assert len(logged[1]) == 1, logged[1]
+    assert "entry 0: guard failed" in logged[1][0]
