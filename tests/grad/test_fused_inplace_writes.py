@@ -88,8 +88,10 @@ def test_a_fresh_buffer_written_under_no_grad_does_not_require_grad(enabled, fn)
 
 # A sample of the in-place matrix (tests/inplace_matrix.py) under torch_compile_ex: writes whose
 # regions failed there (a scatter through a transposed view read back zeros beside a second
-# buffer; ``+=``/``mul_`` returned the source), on the destinations that failed and their neighbours.
-FUSED_WRITES = ("scatter_add_", "iadd", "mul_", "div_")
+# buffer; ``+=`` returned the source, and a view's base came back as fresh zeros), on the
+# destinations that failed and their neighbours. (The whole matrix under torch_compile_ex, 27
+# writes, costs about 15 minutes of CPU: run it with tests/inplace_matrix.cells by hand.)
+FUSED_WRITES = ("scatter_add_", "iadd")
 FUSED_DESTINATIONS = ("zeros", "ones", "view", "t")
 
 

@@ -58,17 +58,11 @@ def _run(fn, n):
 
 @pytest.mark.parametrize("executors", EXECUTORS.values(), ids=EXECUTORS)
 @pytest.mark.parametrize("fn", FORMS, ids=lambda f: f.__name__.strip("_"))
-def test_values_and_gradients_equal_eager(enabled, fn, executors):
+def test_values_gradients_and_traces(enabled, fn, executors):
     jfn = thunder.jit(fn, executors=executors, cache="symbolic values")
     for n in (4, 2, 6):
         torch.testing.assert_close(_run(jfn, n), _run(fn, n))
-
-
-@pytest.mark.parametrize("executors", EXECUTORS.values(), ids=EXECUTORS)
-@pytest.mark.parametrize("fn", FORMS, ids=lambda f: f.__name__.strip("_"))
-def test_every_trace_defines_what_it_reads(enabled, fn, executors):
-    jfn = thunder.jit(fn, executors=executors, cache="symbolic values")
-    _run(jfn, 4)
     for trace in [*thunder.last_traces(jfn), *thunder.last_backward_traces(jfn)]:
-        # (thunder's own check re-runs each bound symbol, and a fusion region has no meta)
+        # every trace defines what it reads (thunder's own check re-runs each bound symbol, and a
+        # fusion region has no meta)
         check_trace(trace, thunder_checks=executors is None)
