@@ -83,6 +83,32 @@ def _record_aliases(bsym, aliases: _Aliases, written: list[str]) -> None:
                 aliases.union(names[0], other)
 
 
+def _write_positions(indexed_bsyms):
+    """(aliases, position of each tensor's definition, position of the last write into each alias
+    class) over ``(position, bound symbol)`` pairs; one walk."""
+    aliases = _Aliases()
+    defined_at: dict[str, int] = {}
+    written_after: list[tuple[int, str]] = []  # (position, destination)
+    for i, bsym in indexed_bsyms:
+        written: list[str] = []
+        _record_aliases(bsym, aliases, written)
+        written_after.extend((i, name) for name in written)
+        for name in _tensor_names(bsym.flat_outs):
+            defined_at.setdefault(name, i)
+    last_write: dict[str, int] = {}
+    for i, name in written_after:
+        last_write[aliases.find(name)] = i
+    return aliases, defined_at, last_write
+
+
+def _overwritten(tensors, aliases, defined_at, last_write) -> list:
+    """The tensors among ``tensors`` that a write after their definition may overwrite."""
+    if not last_write:
+        return []
+    return [t for t in tensors
+            if isinstance(t, TensorProxy) and last_write.get(aliases.find(t.name), -1) > defined_at.get(t.name, -1)]
+
+
 def clone_overwritten_saved(forward):
     """``forward`` (a split forward trace) with each saved tensor that a later ``copy_`` may
     overwrite cloned at its definition and the clone saved; ``forward`` itself when none is."""
@@ -92,25 +118,8 @@ def clone_overwritten_saved(forward):
     saved_tensors, saved_other = ret.args[1]
     if not saved_tensors:
         return forward
-    aliases = _Aliases()
-    defined_at: dict[str, int] = {}
-    written_after: list[tuple[int, str]] = []  # (position, destination)
-    for i, bsym in enumerate(body):
-        written: list[str] = []
-        _record_aliases(bsym, aliases, written)
-        written_after.extend((i, name) for name in written)
-        for name in _tensor_names(bsym.flat_outs):
-            defined_at.setdefault(name, i)
-    if not written_after:
-        return forward
-    # the last write into each alias class, by position
-    last_write: dict[str, int] = {}
-    for i, name in written_after:
-        last_write[aliases.find(name)] = i
-    overwritten = [
-        t for t in saved_tensors
-        if isinstance(t, TensorProxy) and last_write.get(aliases.find(t.name), -1) > defined_at.get(t.name, -1)
-    ]
+    aliases, defined_at, last_write = _write_positions(enumerate(body))
+    overwritten = _overwritten(saved_tensors, aliases, defined_at, last_write)
     if not overwritten:
         return forward
     return _with_clones(forward, body, ret, saved_tensors, saved_other, overwritten, defined_at)
@@ -138,27 +147,12 @@ def _with_clones(forward, body, ret, saved_tensors, saved_other, overwritten, de
 def clone_overwritten_backward_reads(joint):
     """``joint`` (the grad transform's joint trace) with each forward tensor a backward bound
     symbol reads, that a later forward ``copy_`` may overwrite, cloned at its definition and the
-    clone read instead; ``joint`` itself when none is. One walk, linear in its bound symbols."""
-    aliases = _Aliases()
-    defined_at: dict[str, int] = {}
-    written_after: list[tuple[int, str]] = []
-    read_by_backward: dict[str, TensorProxy] = {}
-    for i, bsym in enumerate(joint.bound_symbols):
-        if BoundSymbolTag.BACKWARD in bsym.tags:
-            read_by_backward.update((p.name, p) for p in bsym.flat_proxy_args if isinstance(p, TensorProxy))
-            continue
-        written: list[str] = []
-        _record_aliases(bsym, aliases, written)
-        written_after.extend((i, name) for name in written)
-        for name in _tensor_names(bsym.flat_outs):
-            defined_at.setdefault(name, i)
-    if not written_after:
-        return joint
-    last_write: dict[str, int] = {}
-    for i, name in written_after:
-        last_write[aliases.find(name)] = i
-    overwritten = {name: t for name, t in read_by_backward.items()
-                   if last_write.get(aliases.find(name), -1) > defined_at.get(name, -1)}
+    clone read instead; ``joint`` itself when none is. Linear in its bound symbols."""
+    forward_part = [(i, b) for i, b in enumerate(joint.bound_symbols) if BoundSymbolTag.BACKWARD not in b.tags]
+    read = {p.name: p for b in joint.bound_symbols if BoundSymbolTag.BACKWARD in b.tags
+            for p in b.flat_proxy_args if isinstance(p, TensorProxy)}
+    aliases, defined_at, last_write = _write_positions(forward_part)
+    overwritten = {t.name: t for t in _overwritten(read.values(), aliases, defined_at, last_write)}
     if not overwritten:
         return joint
     by_position: dict[int, list[TensorProxy]] = {}
