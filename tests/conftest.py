@@ -24,6 +24,13 @@ import pytest
 # starts; tests of the entry cache turn it on with a directory of their own (tests/entry_cache).
 os.environ["METATRACE_ENTRY_CACHE"] = "0"
 
+# One intra-op thread per process (unless the caller sets OMP_NUM_THREADS): the suite's tensors
+# are tiny, and its 2 xdist workers already fill 2 cores, where torch's default of one OpenMP
+# thread per core made each worker's threads spin-wait for the other worker's (test_litgpt took
+# 30% more CPU). Set before torch is imported (OpenMP reads it when it loads), in every worker
+# and every process a test starts (ranks, warm-start drivers, thunder's own tests).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
