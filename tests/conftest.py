@@ -89,48 +89,52 @@ def pytest_sessionfinish(session):
     _close_shared_enable()
 
 
-# Seconds each costly test module takes on one worker of a 2-core run (its tests' durations summed,
-# from a cold-cache run of the whole suite, scaled to a quiet machine: what matters is their
-# order; the other modules take seconds each).
+# Seconds of CPU each costly test module takes on one worker of a 2-core run (its tests' CPU
+# summed, one OpenMP thread, measured in a run of the whole suite: what matters is their order;
+# the other modules take seconds each).
 # Under xdist (`-n 2 --dist loadfile --no-loadscope-reorder`) whole files go to workers in this
 # order, each to the first idle worker: heaviest first (longest-processing-time scheduling) keeps
 # one big file from running alone at the end. (xdist's default order, by number of tests, put
 # test_opinfo_sweep's one 2-minute test last; a costly module missing here runs among the small
 # ones and can end the run on one worker.)
 MODULE_COSTS = {
-    "test_hf_generate.py": 120,  # (4 families by default)
-    "test_inplace_matrix.py": 165,  # (27 writes, 6 cells of 19 destinations each)
-    "test_repeated_blocks.py": 130,  # (5 models compiled stamped and interpreted)
-    "test_hf_generate_more.py": 123,
-    "test_litgpt.py": 111,
-    "test_differential.py": 106,
-    "test_grad_sweep.py": 60,  # (stock thunder only where a metatrace run was not ok)
-    "test_hf_models.py": 84,
-    "test_thunder_test_dynamo.py": 83,  # (thunder's own test_dynamo.py in a pytest process)
-    "test_fuzz.py": 78,
-    "test_warm_start.py": 77,  # (its processes)
-    "test_distributed.py": 70,  # (its ranks' processes)
-    "test_metatrace_sweep.py": 45,  # (stock thunder only where metatrace's run was not ok)
-    "test_c_calls.py": 63,
-    "test_thunderfx_models.py": 52,
-    "test_fusion_executors.py": 46,
-    "test_finetuning.py": 46,
-    "test_modules.py": 43,
-    "test_entry_files.py": 39,
-    "test_fast_paths.py": 37,
+    "test_inplace_matrix.py": 163,  # (27 writes, 6 cells of 19 destinations each)
+    "test_hf_models.py": 163,  # (7 families x 2 shapes, an eval and a training compile each)
+    "test_repeated_blocks.py": 131,  # (5 models compiled stamped and interpreted: 82)
+    "test_hf_generate.py": 100,  # (4 families by default)
+    "test_thunder_test_dynamo.py": 92,  # (thunder's own test_dynamo.py in a pytest process)
+    "test_c_calls.py": 85,
+    "test_differential.py": 67,
+    "test_litgpt.py": 67,
+    "test_hf_generate_more.py": 65,
+    "test_distributed.py": 58,  # (its ranks' processes, one spawn)
+    "test_thunderfx_models.py": 58,
+    "test_warm_start.py": 56,  # (its processes)
+    "test_hf_moe.py": 52,
+    "test_fusion_executors.py": 47,
+    "test_fuzz.py": 43,
+    "test_tensor_in_c_code.py": 42,  # (its vmap test: 40 s late in a worker, 1 s alone)
+    "test_generator_throw.py": 41,  # (its vmap test: 40 s late in a worker, 2 s alone)
+    "test_finetuning.py": 41,
+    "test_grad_sweep.py": 39,  # (stock thunder only where a metatrace run was not ok)
+    "test_fast_paths.py": 35,
+    "test_metatrace_sweep.py": 35,  # (stock thunder only where metatrace's run was not ok)
+    "test_cache.py": 30,
+    "test_moe.py": 27,
+    "test_raising_calls.py": 26,
+    "test_entry_files.py": 26,
+    "test_called_modules.py": 25,
+    "test_thunder_objects.py": 24,
+    "test_warm_start_ranks.py": 23,
     "test_opinfo_sweep.py": 20,  # (stock thunder's survey on each op's first sample, cold cache)
-    "test_bounded_state.py": 30,
-    "test_hf_moe.py": 25,
-    "test_cache.py": 25,
-    "test_warm_start_ranks.py": 24,
-    "test_stale_entries.py": 22,
-    "test_tensor_in_c_code.py": 18,
-    "test_mutations.py": 16,
-    "test_moe.py": 16,
-    "test_fuzz_stock.py": 15,
-    "test_called_modules.py": 15,
-    "test_thunder_objects.py": 13,
-    "test_content_reads.py": 13,
+    "test_modules.py": 20,
+    "test_training_ops.py": 19,
+    "test_eager_views.py": 19,
+    "test_content_reads.py": 18,
+    "test_bounded_state.py": 17,
+    "test_stale_entries.py": 16,
+    "test_unreached_inputs.py": 14,
+    "test_untraced_composites.py": 13,
 }
 
 
